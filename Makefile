@@ -1,0 +1,58 @@
+# oscrepro — `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PAPER ?= fqo
+TABLE ?= 2
+BUDGET ?= cpu
+LAUNCHER ?= inprocess
+ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install demo test test-all lint format table table4 bench clean
+
+help: ## Show this help
+	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
+	@echo "  Variables: PAPER=$(PAPER) TABLE=$(TABLE) BUDGET=$(BUDGET) (smoke|cpu|paper) LAUNCHER=$(LAUNCHER) ARGS='hydra overrides'"
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+install: $(VENV)/.installed ## Create .venv and install the pinned dependencies (requirements.lock) + oscrepro
+	@echo "installed into $(VENV); torch: $$($(PY) -c 'import torch; print(torch.__version__)')"
+
+demo: install ## fqo Figure 2 + Table 2 at budget=cpu (about 15 min on a 2-core CPU)
+	$(PY) -m oscrepro.table fqo/fig2 --budget cpu
+	$(PY) -m oscrepro.table fqo/table2 --budget cpu
+	@echo "results: results/fqo/fig2.{md,csv,png} and results/fqo/table2.{md,csv}"
+
+test: install ## Fast offline test suite (what CI runs)
+	$(PY) -m pytest -m "not slow" -q
+
+test-all: install ## Every test, slow ones included
+	$(PY) -m pytest -q
+
+lint: install ## Ruff lint
+	$(PY) -m ruff check oscrepro tests scripts
+
+format: install ## Ruff format + import sorting
+	$(PY) -m ruff check --fix --select I oscrepro tests scripts
+	$(PY) -m ruff format oscrepro tests scripts
+
+table: install ## Build one table: make table PAPER=fqo TABLE=2 BUDGET=cpu [LAUNCHER=joblib] [ARGS='trainer=gpu']
+	$(PY) -m oscrepro.table $(PAPER)/table$(TABLE) --budget $(BUDGET) --launcher $(LAUNCHER) $(ARGS)
+
+table4: install ## fqo Table 4 + Figure 6 (d_osc sweep on WikiText-2 and TinyStories)
+	$(MAKE) table PAPER=fqo TABLE=4
+
+bench: install ## Mechanism vs softmax block benchmark (ratios in one process): make bench ARGS='block=ssa'
+	$(PY) -m oscrepro.bench $(ARGS)
+
+clean: ## Remove caches and run records (results/runs, results/hydra); committed tables stay
+	rm -rf results/runs results/hydra results/wandb .cache .pytest_cache .ruff_cache lightning_logs outputs multirun
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

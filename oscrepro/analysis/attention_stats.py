@@ -1,0 +1,20 @@
+"""Attention statistics read from a mechanism's ``aux`` (fqo Table 3: verb->subject vs verb->distractor)."""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+
+def verb_attention_summary(a_vs: Tensor, a_vd: Tensor, correct: Tensor) -> dict[str, float]:
+    """Mean verb->subject (a_vs) and verb->distractor (a_vd) attention, split by correct/wrong prediction.
+
+    Inputs are per-sentence tensors over hard sentences. A split with no sentence gives NaN (the aggregator
+    counts it as missing, never as zero).
+    """
+    out: dict[str, float] = {}
+    for name, sel in (("correct", correct), ("wrong", ~correct)):
+        n = int(sel.sum())
+        out[f"attn_vs_{name}"] = float(a_vs[sel].mean()) if n else float("nan")
+        out[f"attn_vd_{name}"] = float(a_vd[sel].mean()) if n else float("nan")
+        out[f"n_hard_{name}"] = float(n)
+    return out

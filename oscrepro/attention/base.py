@@ -1,0 +1,51 @@
+"""Shared attention contract and multi-head plumbing.
+
+Every mechanism in ``oscrepro.attention`` is an ``nn.Module`` built as
+``Mechanism(d_model=..., n_heads=..., layer_idx=..., **hyperparameters)`` by the backbone (Hydra
+``_partial_`` factory, one call per layer) and called as
+
+    y, aux = attn(x, causal=False, need_weights=False)   # x: (B, T, D) -> y: (B, T, D)
+
+``aux`` is an empty dict unless ``need_weights=True``; then it holds the mechanism's internals
+(attention weights, fixed points, sync matrices, ...) so that analyses never re-implement them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+Aux = dict[str, Tensor]
+
+
+def split_heads(x: Tensor, n_heads: int) -> Tensor:
+    """(B, T, H*D) -> (B, H, T, D)."""
+    b, t, hd = x.shape
+    return x.view(b, t, n_heads, hd // n_heads).transpose(1, 2)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """(B, H, T, D) -> (B, T, H*D)."""
+    b, h, t, d = x.shape
+    return x.transpose(1, 2).reshape(b, t, h * d)
+
+
+def causal_mask(t: int, device: torch.device | None = None) -> Tensor:
+    """Boolean (T, T) mask, True where key j <= query i (allowed)."""
+    return torch.ones(t, t, dtype=torch.bool, device=device).tril()
+
+
+class AttentionBase(nn.Module):
+    """Base class: stores the shape arguments every mechanism receives from the backbone."""
+
+    def __init__(self, d_model: int, n_heads: int, layer_idx: int = 0) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.d_head = d_model // n_heads
+        self.layer_idx = layer_idx
+
+    def forward(self, x: Tensor, *, causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Aux]:
+        raise NotImplementedError

@@ -1,0 +1,108 @@
+"""Fixed-query oscillator attention (fqo paper, Pasqualetti & Guo, Sec. 2 and App. B).
+
+Per head h and token pair (i, j):
+
+    w_ij = softplus((F e_i)·(G e_j) / sqrt(d_h))                       Eq. (2)  coupling weights (> 0)
+    h_i  = sum_j w_ij r_j                                              Eq. (3)  weighted anchor sum
+    z_i* = h_i / ||h_i||      (F.normalize, eps = 1e-8, App. B)        Eq. (4)  fixed point of the Lohe ODE
+    a_ij = (1 + z_i*·r_j)^p / sum_l (1 + z_i*·r_l)^p                   Eq. (5)  shifted-cosine readout, sharpening p
+    o_i  = sum_j a_ij v_j,  v_j = W_V e_j,   y = W_O [o^(1); ...; o^(H)]  Eq. (6)
+
+Causal variant (Sec. 2): w_ij = 0 for j > i in (2) and the sum in (5) runs over l <= i.
+
+Reading of what the paper leaves open (our choice, stated here and in the closing notes):
+- **Anchors.** The paper says anchors r_j are "learned during training and held fixed at inference", one per
+  input token and head, but not how token j determines r_j. We read it as a learned per-head linear map of token
+  j's content to d_osc dimensions, projected onto the sphere: r_j^(h) = normalize(A^(h) e_j). This is the only
+  reading under which anchors exist for every position of a variable-length input and are "fixed" at inference
+  (they are a deterministic function of the input, not a dynamical variable).
+- **F, G, W_V** are the usual fused per-head projections of width d_model (d_h = d_model / H), with biases.
+- **Denominator guard.** (5) is undefined only if every r_l is antipodal to z_i*; we clamp the denominator at
+  1e-12, which leaves rows summing to 1 to float precision.
+- **Ablations** (Tables 1 and 2): ``freeze_value`` keeps W_V at its random init (requires_grad=False);
+  ``mode="random_positions"`` draws z_i uniformly on the sphere (Gaussian / norm) with no equilibration;
+  ``mode="zero_attention"`` uses uniform weights (mean pooling over the visible tokens).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from oscrepro.attention.base import Aux, AttentionBase, causal_mask, merge_heads, split_heads
+
+MODES = ("fixed_point", "random_positions", "zero_attention")
+NORM_EPS = 1e-8  # App. B: F.normalize(h, dim=-1, eps=1e-8)
+
+
+def shifted_cosine_readout(z: Tensor, r: Tensor, p: float, mask: Tensor | None) -> Tensor:
+    """Eq. (5): a_ij = (1 + z_i·r_j)^p / sum_l (1 + z_i·r_l)^p.  z: (B,H,T,N), r: (B,H,T,N) -> (B,H,T,T)."""
+    cos = (z @ r.transpose(-2, -1)).clamp(-1.0, 1.0)  # (B, H, T, T)
+    num = (1.0 + cos).pow(p)
+    if mask is not None:
+        num = num.masked_fill(~mask, 0.0)
+    return num / num.sum(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+class FixedQueryOscillatorAttention(AttentionBase):
+    """Multi-head fixed-query oscillator attention, trained through the closed-form fixed point (4)."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_osc: int = 2,
+        p: float = 1.0,
+        layer_idx: int = 0,
+        mode: str = "fixed_point",
+        freeze_value: bool = False,
+    ) -> None:
+        super().__init__(d_model, n_heads, layer_idx)
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r}; valid modes: {', '.join(MODES)}")
+        if d_osc < 2 or p < 1:
+            raise ValueError(f"need d_osc >= 2 and p >= 1, got d_osc={d_osc}, p={p}")
+        self.d_osc, self.p, self.mode = d_osc, float(p), mode
+        self.f_proj = nn.Linear(d_model, d_model)  # F, all heads (query-like)
+        self.g_proj = nn.Linear(d_model, d_model)  # G, all heads (key-like)
+        self.anchor_proj = nn.Linear(d_model, n_heads * d_osc)  # A: token content -> anchor direction
+        self.v_proj = nn.Linear(d_model, d_model)  # W_V
+        self.out = nn.Linear(d_model, d_model)  # W_O
+        if freeze_value:
+            self.v_proj.requires_grad_(False)
+
+    def forward(self, x: Tensor, *, causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Aux]:
+        b, t, _ = x.shape
+        mask = causal_mask(t, x.device) if causal else None  # (T, T) True = visible
+        v = split_heads(self.v_proj(x), self.n_heads)  # (B, H, T, Dh)
+        r = F.normalize(split_heads(self.anchor_proj(x), self.n_heads), dim=-1, eps=NORM_EPS)  # (B, H, T, N)
+
+        if self.mode == "zero_attention":
+            visible = mask if mask is not None else torch.ones(t, t, dtype=torch.bool, device=x.device)
+            a = (visible / visible.sum(-1, keepdim=True)).to(x.dtype).expand(b, self.n_heads, t, t)  # uniform
+            w = h = z = None
+        else:
+            f = split_heads(self.f_proj(x), self.n_heads)  # (B, H, T, Dh)
+            g = split_heads(self.g_proj(x), self.n_heads)  # (B, H, T, Dh)
+            w = F.softplus(f @ g.transpose(-2, -1) / math.sqrt(self.d_head))  # Eq. (2): (B, H, T, T)
+            if mask is not None:
+                w = w.masked_fill(~mask, 0.0)
+            h = w @ r  # Eq. (3): (B, H, T, N)
+            if self.mode == "random_positions":
+                z = F.normalize(torch.randn_like(h), dim=-1)  # uniform on the sphere, no equilibration
+            else:
+                z = F.normalize(h, dim=-1, eps=NORM_EPS)  # Eq. (4)
+            a = shifted_cosine_readout(z, r, self.p, mask)  # Eq. (5): (B, H, T, T)
+
+        o = a @ v  # Eq. (6): (B, H, T, Dh)
+        y = self.out(merge_heads(o))  # (B, T, D)
+        aux: Aux = {}
+        if need_weights:
+            aux["weights"] = a
+            aux["anchors"] = r
+            if w is not None:
+                aux.update(coupling=w, h=h, z=z)
+        return y, aux

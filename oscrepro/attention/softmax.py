@@ -1,0 +1,38 @@
+"""Softmax (scaled dot-product) attention: the baseline every mechanism is measured against.
+
+Fast path: ``torch.nn.functional.scaled_dot_product_attention``; when ``need_weights`` is set the
+weights are computed explicitly (the reference path) so analyses can read them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from oscrepro.attention.base import Aux, AttentionBase, causal_mask, merge_heads, split_heads
+
+
+class SoftmaxAttention(AttentionBase):
+    """Multi-head softmax attention (Vaswani et al., 2017) with fused QKV and output projection W_O."""
+
+    def __init__(self, d_model: int, n_heads: int, layer_idx: int = 0, bias: bool = True) -> None:
+        super().__init__(d_model, n_heads, layer_idx)
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x: Tensor, *, causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Aux]:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))  # (B, H, T, Dh)
+        aux: Aux = {}
+        if need_weights:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, H, T, T)
+            if causal:
+                scores = scores.masked_fill(~causal_mask(x.shape[1], x.device), float("-inf"))
+            weights = scores.softmax(dim=-1)
+            o = weights @ v  # (B, H, T, Dh)
+            aux["weights"] = weights
+        else:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # (B, H, T, Dh)
+        return self.out(merge_heads(o)), aux

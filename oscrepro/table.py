@@ -1,0 +1,123 @@
+"""Build a paper table: spec -> plan -> run the missing runs -> aggregate -> render.
+
+    python -m oscrepro.table fqo/table2 --budget cpu                    # in-process, one run after another
+    python -m oscrepro.table fqo/table2 --budget paper --launcher joblib  # Hydra multirun per cell, 2 local jobs
+    python -m oscrepro.table fqo/table2 --budget cpu trainer=gpu          # extra Hydra overrides for every run
+
+Finished runs (status ok or diverged) are never redone, so a killed build resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from hydra.utils import get_method
+
+from oscrepro.tables.aggregate import aggregate
+from oscrepro.tables.plan import RunRequest, plan, unique_runs
+from oscrepro.tables.render import render_analysis_table, render_runs_table
+from oscrepro.tables.spec import BUDGETS, TableSpec, available_tables, load_spec
+
+log = logging.getLogger("oscrepro.table")
+LAUNCHERS = ("inprocess", "joblib", "submitit_slurm")
+
+
+class Progress:
+    """Sweep-level progress line: done/total, failures, ETA from the mean time of runs done in this call."""
+
+    def __init__(self, key: str, total: int, done: int) -> None:
+        self.key, self.total, self.done, self.t0, self.new = key, total, done, time.time(), 0
+        self.status: Counter[str] = Counter()
+
+    def update(self, n: int = 1, status: str | None = None) -> None:
+        self.done, self.new = self.done + n, self.new + n
+        if status:
+            self.status[status] += n
+        per = (time.time() - self.t0) / max(self.new, 1)
+        eta = per * (self.total - self.done)
+        flags = "".join(f", {v} {k}" for k, v in self.status.items() if k != "ok")
+        print(f"[table {self.key}] {self.done}/{self.total} runs done{flags}, "
+              f"ETA {eta / 60:.1f} min", flush=True)
+
+
+def _launch_inprocess(missing: list[RunRequest], progress: Progress) -> None:
+    from oscrepro.train import train
+
+    for req in missing:
+        result = train(req.cfg)
+        progress.update(status=result["status"])
+
+
+def _launch_multirun(missing: list[RunRequest], launcher: str, progress: Progress) -> None:
+    """One Hydra multirun per cell (seeds swept), launched with ``hydra/launcher=<launcher>``."""
+    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for req in missing:
+        base = tuple(o for o in req.overrides if not o.startswith("seed="))
+        groups[base].append(next(o for o in req.overrides if o.startswith("seed=")).split("=", 1)[1])
+    for base, seeds in groups.items():
+        cmd = [sys.executable, "-m", "oscrepro.train", "-m", *base, f"seed={','.join(seeds)}",
+               f"hydra/launcher={launcher}", "trainer.enable_progress_bar=false"]
+        log.info("launching: %s", " ".join(cmd))
+        subprocess.run(cmd, check=False)
+        progress.update(len(seeds))
+
+
+def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extra: list[str] | None = None,
+                results_dir: str | Path | None = None) -> Path:
+    """Build one table and return the path of its markdown rendering."""
+    if budget not in BUDGETS:
+        raise ValueError(f"budget={budget!r}; valid: {', '.join(BUDGETS)}")
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"launcher={launcher!r}; valid: {', '.join(LAUNCHERS)}")
+    spec: TableSpec = load_spec(key)
+    results = Path(results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))
+    out_dir = results / spec.paper
+    if spec.kind == "analysis":
+        fn = get_method(spec.analysis["_target_"])
+        kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets")}
+        kwargs.update((spec.analysis.get("budgets") or {}).get(budget, {}))
+        columns, rows, notes = fn(out_dir=out_dir, **kwargs)
+        return render_analysis_table(spec, budget, columns, rows, out_dir, notes)
+
+    extra = [f"paths.results_dir={results}", *(extra or [])]
+    cells = plan(spec, budget, extra)
+    runs = unique_runs(cells)
+    missing = [r for r in runs if not r.record.finished()]
+    progress = Progress(key, len(runs), len(runs) - len(missing))
+    print(f"[table {key}] budget={budget}: {len(runs)} runs, {len(missing)} to train ({launcher})", flush=True)
+    if missing and launcher == "inprocess":
+        _launch_inprocess(missing, progress)
+    elif missing:
+        _launch_multirun(missing, launcher, progress)
+
+    statuses = Counter(r.record.status().get("status", "missing") for r in runs)
+    data = sorted({f"{s.get('data_source')} (fingerprint {s.get('data_fingerprint')})"
+                   for s in (r.record.status() for r in runs) if s.get("data_source")})
+    agg = aggregate(spec, cells)
+    path = render_runs_table(spec, budget, agg, out_dir, data, dict(statuses))
+    print(f"[table {key}] wrote {path} and {path.with_suffix('.csv')}", flush=True)
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m oscrepro.table", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("table", help=f"<paper>/<table>; available: {', '.join(available_tables())}")
+    parser.add_argument("--budget", default="cpu", choices=BUDGETS)
+    parser.add_argument("--launcher", default="inprocess", choices=LAUNCHERS)
+    parser.add_argument("--results-dir", default=None)
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides applied to every run")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Render aggregated tables to ``results/<paper>/<name>.{md,csv}`` with a provenance header.
+
+Our numbers and the paper's sit in separate columns; the paper's come only from the spec's reference data.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+from oscrepro.tables.aggregate import Cell
+from oscrepro.tables.spec import TableSpec
+from oscrepro.utils.provenance import provenance
+
+
+def _fmt(x: float, digits: int) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _paper(value: Any) -> tuple[float, float]:
+    if value is None:
+        return math.nan, math.nan
+    if isinstance(value, (list, tuple)):
+        return float(value[0]), float(value[1]) if len(value) > 1 and value[1] is not None else math.nan
+    return float(value), math.nan
+
+
+def format_cell(cell: Cell, digits: int) -> str:
+    """'mean ± std (n=k)' plus divergence/failure/missing flags; counts render as 'k/n'."""
+    if cell.count is not None:
+        text = f"{cell.count}/{cell.n}"
+    else:
+        text = _fmt(cell.mean, digits)
+        if not math.isnan(cell.std):
+            text += f" ± {_fmt(cell.std, digits)}"
+        if cell.n_runs:
+            text += f" (n={cell.n})"
+    flags = [f"{k} {v}" for k, v in (("diverged", cell.n_diverged), ("failed", cell.n_failed),
+                                      ("missing", cell.n_missing)) if v]
+    return text + (f" [{', '.join(flags)}]" if flags else "")
+
+
+def header_lines(spec: TableSpec, budget: str, n_seeds: int | None, data: list[str], runs: dict[str, int],
+                 extra: list[str] | None = None) -> list[str]:
+    """Provenance header: what is reproduced, budget (flagged when below paper), data, device, commit, date."""
+    prov = provenance()
+    below = budget != "paper"
+    budget_line = f"**Budget:** `{budget}`" + (
+        " — **BELOW PAPER BUDGET**: " + spec.budget_notes.get(budget, "scaled-down training; not comparable 1:1")
+        if below else " — the paper's hyperparameters unchanged")
+    lines = [f"# {spec.paper} — {spec.key.split('/')[-1]}: {spec.title}", "",
+             f"- **Reproduces:** {spec.source}", f"- {budget_line}"]
+    if n_seeds is not None:
+        lines.append(f"- **Seeds per cell:** {n_seeds} (paper budget: {spec.seeds.get('paper')})")
+    if data:
+        lines.append("- **Data:** " + "; ".join(data))
+    if runs:
+        lines.append("- **Runs:** " + ", ".join(f"{v} {k}" for k, v in runs.items()))
+    for note in extra or []:
+        lines.append(f"- {note}")
+    lines.append(f"- **Device:** {prov['device']}; **commit** `{prov['git_commit']}`; **date** {prov['date']}; "
+                 f"torch {prov['torch']}; oscrepro {prov['oscrepro']}")
+    lines.append(f"- Reproduced columns come from run records; `paper` columns are reference values from "
+                 f"`{spec.path.relative_to(spec.path.parents[3])}`; `Δ` = ours − paper.")
+    return lines
+
+
+def render_runs_table(spec: TableSpec, budget: str, cells: dict[tuple[int, str], Cell], out_dir: Path,
+                      data: list[str], runs: dict[str, int], notes: list[str] | None = None) -> Path:
+    """Write ``<out_dir>/<name>.md`` and ``.csv``; returns the markdown path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = spec.key.split("/")[-1]
+    head = ["Condition"]
+    for c in spec.columns:
+        head += [f"{c.label} (ours)", "paper", "Δ"] if c.count_below is None else [f"{c.label} (ours)", "paper"]
+    md = header_lines(spec, budget, len(spec.seeds_for(budget)), data, runs, notes) + [
+        "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows_csv: list[dict[str, Any]] = []
+    for ri, row in enumerate(spec.rows):
+        line = [row.label]
+        for c in spec.columns:
+            cell = cells[(ri, c.name)]
+            p_mean, p_std = _paper(row.paper.get(c.name))
+            line.append(format_cell(cell, c.digits))
+            if c.count_below is None:
+                ptxt = _fmt(p_mean, c.digits) + ("" if math.isnan(p_std) else f" ± {_fmt(p_std, c.digits)}")
+                diff = cell.mean - p_mean
+                line += [ptxt, ("+" if diff > 0 else "") + _fmt(diff, c.digits)]
+            else:
+                line.append("—" if math.isnan(p_mean) else f"{int(p_mean)}/{spec.seeds['paper']}")
+            rows_csv.append({"row": row.label, "column": c.name, "ours_mean": cell.mean, "ours_std": cell.std,
+                             "ours_count": cell.count, "n": cell.n, "n_diverged": cell.n_diverged,
+                             "n_failed": cell.n_failed, "n_missing": cell.n_missing,
+                             "paper_mean": p_mean, "paper_std": p_std, "budget": budget})
+        md.append("| " + " | ".join(line) + " |")
+    md_path = out_dir / f"{name}.md"
+    md_path.write_text("\n".join(md) + "\n")
+    with open(out_dir / f"{name}.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows_csv[0]))
+        writer.writeheader()
+        writer.writerows(rows_csv)
+    return md_path
+
+
+def render_analysis_table(spec: TableSpec, budget: str, columns: list[str], rows: list[dict[str, Any]],
+                          out_dir: Path, notes: list[str]) -> Path:
+    """Markdown + CSV for analysis tables (rows are dicts over ``columns``)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = spec.key.split("/")[-1]
+    md = header_lines(spec, budget, None, [], {}, notes) + [
+        "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for r in rows:
+        md.append("| " + " | ".join(_fmt(r[c], 4) if isinstance(r[c], float) else str(r[c]) for c in columns) + " |")
+    md_path = out_dir / f"{name}.md"
+    md_path.write_text("\n".join(md) + "\n")
+    with open(out_dir / f"{name}.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return md_path

@@ -1,0 +1,118 @@
+"""Declarative table specs (``conf/table/<paper>/<name>.yaml``): load and validate.
+
+A *runs* table is a grid: each cell = experiment + row overrides + column overrides, repeated over the
+budget's seeds; the cell value is the column's metric aggregated over the seeds. Column kinds:
+
+- ``metric: <key>`` (``{var}`` placeholders filled from the row's ``vars``), optional ``scale``;
+- ``delta: [colA, colB]``: difference of two metric columns' means (e.g. Table 7's Δ, Table 3's gap);
+- ``count_below: {metric, threshold}``: seeds whose metric is below a threshold (Table 2's failures).
+
+Paper reference values are data: ``rows[i].paper[<column name>]`` = ``[mean, std]`` or a number. They are
+rendered beside our numbers and never written into a reproduced column.
+
+An *analysis* table (``kind: analysis``) names a callable (``_target_``) that computes its rows directly
+(e.g. Figure 2's Monte Carlo vs closed form).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+BUDGETS = ("smoke", "cpu", "paper")
+
+
+class SpecError(ValueError):
+    """A table spec that cannot be built; the message names the file and the problem."""
+
+
+@dataclass
+class Column:
+    name: str
+    label: str
+    metric: str | None = None
+    scale: float = 1.0
+    overrides: list[str] = field(default_factory=list)
+    delta: list[str] | None = None
+    count_below: dict[str, Any] | None = None
+    digits: int = 2
+
+
+@dataclass
+class Row:
+    label: str
+    overrides: list[str] = field(default_factory=list)
+    vars: dict[str, str] = field(default_factory=dict)
+    paper: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TableSpec:
+    key: str  # e.g. "fqo/table2"
+    paper: str
+    title: str
+    kind: str  # runs | analysis
+    experiment: str | None
+    seeds: dict[str, int]
+    rows: list[Row]
+    columns: list[Column]
+    budget_notes: dict[str, str]
+    analysis: dict[str, Any]
+    source: str  # paper table/appendix reproduced
+    path: Path
+
+    def seeds_for(self, budget: str) -> list[int]:
+        return list(range(int(self.seeds[budget])))
+
+
+def available_tables(conf_dir: Path = CONF_DIR) -> list[str]:
+    return sorted(str(p.relative_to(conf_dir / "table").with_suffix("")) for p in (conf_dir / "table").rglob("*.yaml"))
+
+
+def load_spec(key: str, conf_dir: Path = CONF_DIR) -> TableSpec:
+    """Load ``conf/table/<key>.yaml`` and check it is buildable; unknown keys list the valid ones."""
+    path = conf_dir / "table" / f"{key}.yaml"
+    if not path.exists():
+        raise SpecError(f"no table spec '{key}' ({path}); available: {', '.join(available_tables(conf_dir))}")
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    kind = raw.get("kind", "runs")
+    cols = [Column(**c) for c in raw.get("columns", [])]
+    spec = TableSpec(
+        key=key, paper=raw["paper"], title=raw["title"], kind=kind, experiment=raw.get("experiment"),
+        seeds={b: int(n) for b, n in (raw.get("seeds") or {b: 1 for b in BUDGETS}).items()},
+        rows=[Row(**r) for r in raw.get("rows", [])], columns=cols,
+        budget_notes=raw.get("budget_notes", {}), analysis=raw.get("analysis", {}),
+        source=raw.get("source", ""), path=path,
+    )
+    _validate(spec)
+    return spec
+
+
+def _validate(spec: TableSpec) -> None:
+    where = f"table spec {spec.path}"
+    if spec.kind not in ("runs", "analysis"):
+        raise SpecError(f"{where}: kind={spec.kind!r}; valid: runs, analysis")
+    if spec.kind == "analysis":
+        if "_target_" not in spec.analysis:
+            raise SpecError(f"{where}: analysis tables need analysis._target_")
+        return
+    if not spec.experiment or not spec.rows or not spec.columns:
+        raise SpecError(f"{where}: runs tables need experiment, rows and columns")
+    missing = [b for b in BUDGETS if b not in spec.seeds]
+    if missing:
+        raise SpecError(f"{where}: seeds missing for budgets {missing}")
+    names = {c.name for c in spec.columns}
+    for c in spec.columns:
+        kinds = sum(x is not None for x in (c.metric, c.delta, c.count_below))
+        if kinds != 1:
+            raise SpecError(f"{where}: column {c.name!r} needs exactly one of metric, delta, count_below")
+        if c.delta and not set(c.delta) <= names:
+            raise SpecError(f"{where}: column {c.name!r} deltas unknown columns {set(c.delta) - names}")
+    for r in spec.rows:
+        unknown = set(r.paper) - names
+        if unknown:
+            raise SpecError(f"{where}: row {r.label!r} has paper values for unknown columns {sorted(unknown)}")

@@ -1,0 +1,79 @@
+"""Sequence classification (KWS, SVA): cross-entropy, accuracy, hard-split accuracy and attention probes."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from oscrepro.analysis.attention_stats import verb_attention_summary
+from oscrepro.tasks.base import BaseTask
+
+
+class ClassificationTask(BaseTask):
+    """Batches are ``(x, y)`` or ``(x, y, meta)``; ``meta['hard']`` adds ``<split>/acc_hard``.
+
+    With ``attention_probe=True`` the test pass also records, per hard sentence, the attention of the last
+    position (SVA's <verb>) on ``meta['subject_idx']`` and ``meta['distractor_idx']`` in layer ``probe_layer``
+    (mean over heads), and logs the fqo Table 3 summary (``test/attn_vs_correct`` ...).
+    """
+
+    def __init__(self, *args: Any, attention_probe: bool = False, probe_layer: int = 0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.attention_probe, self.probe_layer = attention_probe, probe_layer
+        self._acc: dict[str, list[Tensor]] = defaultdict(list)
+
+    def training_step(self, batch: tuple, batch_idx: int) -> Tensor:
+        x, y = batch[0], batch[1]
+        logits, _ = self.model(x)  # (B, C)
+        loss = self.check_finite(F.cross_entropy(logits, y))
+        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=len(y))
+        return loss
+
+    def _eval_step(self, batch: tuple, split: str) -> None:
+        x, y = batch[0], batch[1]
+        meta = batch[2] if len(batch) > 2 else {}
+        probe = split == "test" and self.attention_probe
+        logits, auxes = self.model(x, need_weights=probe)
+        loss = F.cross_entropy(logits, y, reduction="sum")
+        correct = logits.argmax(-1) == y  # (B,)
+        store = self._acc
+        store[f"{split}/loss_sum"].append(loss.detach()[None])
+        store[f"{split}/correct"].append(correct)
+        if "hard" in meta:
+            store[f"{split}/hard"].append(meta["hard"].bool())
+        if probe:
+            w = auxes[self.probe_layer]["weights"].mean(dim=1)[:, -1]  # (B, T): last-position row, head mean
+            rows = torch.arange(len(y), device=w.device)
+            store["probe/vs"].append(w[rows, meta["subject_idx"]])
+            store["probe/vd"].append(w[rows, meta["distractor_idx"]])
+
+    def validation_step(self, batch: tuple, batch_idx: int) -> None:
+        self._eval_step(batch, "val")
+
+    def test_step(self, batch: tuple, batch_idx: int) -> None:
+        self._eval_step(batch, "test")
+
+    def _flush(self, split: str) -> None:
+        s = {k: torch.cat(v) for k, v in self._acc.items()}
+        self._acc.clear()
+        if f"{split}/correct" not in s:
+            return
+        correct = s[f"{split}/correct"].float()
+        metrics = {f"{split}/loss": s[f"{split}/loss_sum"].sum() / len(correct), f"{split}/acc": correct.mean()}
+        if f"{split}/hard" in s:
+            hard = s[f"{split}/hard"]
+            metrics[f"{split}/acc_hard"] = correct[hard].mean() if hard.any() else torch.tensor(float("nan"))
+            if "probe/vs" in s:
+                summary = verb_attention_summary(s["probe/vs"][hard], s["probe/vd"][hard], correct[hard].bool())
+                metrics.update({f"{split}/{k}": torch.tensor(v) for k, v in summary.items()})
+        self.log_dict(metrics, prog_bar=split == "val")
+
+    def on_validation_epoch_end(self) -> None:
+        self._flush("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._flush("test")

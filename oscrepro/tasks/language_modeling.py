@@ -1,0 +1,53 @@
+"""Causal language modeling: next-token cross-entropy; perplexity = exp(token-mean CE) per split."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from oscrepro.tasks.base import BaseTask
+
+
+class LanguageModelTask(BaseTask):
+    """Batches ``(x, y)`` with ``x, y`` (B, T) token ids, ``y`` shifted by one. Logs ``<split>/loss``, ``<split>/ppl``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sums: dict[str, list[float]] = {}
+
+    def _loss(self, batch: tuple, reduction: str) -> Tensor:
+        x, y = batch[0], batch[1]
+        logits, _ = self.model(x)  # (B, T, V)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction=reduction)
+
+    def training_step(self, batch: tuple, batch_idx: int) -> Tensor:
+        loss = self.check_finite(self._loss(batch, "mean"))
+        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=batch[0].shape[0])
+        return loss
+
+    def _eval_step(self, batch: tuple, split: str) -> None:
+        total = self._sums.setdefault(split, [0.0, 0.0])
+        total[0] += float(self._loss(batch, "sum"))
+        total[1] += batch[1].numel()
+
+    def validation_step(self, batch: tuple, batch_idx: int) -> None:
+        self._eval_step(batch, "val")
+
+    def test_step(self, batch: tuple, batch_idx: int) -> None:
+        self._eval_step(batch, "test")
+
+    def _flush(self, split: str) -> None:
+        loss_sum, n = self._sums.pop(split, [0.0, 0.0])
+        if n:
+            loss = loss_sum / n
+            self.log_dict({f"{split}/loss": loss, f"{split}/ppl": float(torch.tensor(loss).exp())},
+                          prog_bar=split == "val")
+
+    def on_validation_epoch_end(self) -> None:
+        self._flush("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._flush("test")

@@ -1,0 +1,127 @@
+"""Train one configured run and write its run record.
+
+    python -m oscrepro.train experiment=fqo/sva                  # one run
+    python -m oscrepro.train -m experiment=fqo/sva seed=0,1,2    # a Hydra multirun (any launcher)
+
+Flow: compose config -> run id -> skip if finished -> seed -> data, model (backbone + attention factory), task
+-> Lightning ``Trainer.fit`` (resuming from ``checkpoints/last.ckpt``) -> ``Trainer.test`` -> run record. Every job
+is isolated: a diverged run (NaN/inf loss) is recorded as ``diverged`` with its epoch, any other exception as
+``failed`` with the traceback, and neither stops a sweep.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import hydra
+import lightning as L
+import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger, Logger
+from omegaconf import DictConfig
+
+from oscrepro.tasks.base import DivergedError
+from oscrepro.utils.provenance import provenance
+from oscrepro.utils.run_record import RunRecord, run_id
+
+log = logging.getLogger("oscrepro.train")
+
+
+def run_dir_for(cfg: DictConfig) -> Path:
+    """Where the run record of ``cfg`` lives."""
+    return Path(cfg.paths.runs_dir) / str(cfg.experiment_name) / run_id(cfg)
+
+
+def _loggers(cfg: DictConfig, run_dir: Path) -> list[Logger]:
+    loggers: list[Logger] = [CSVLogger(save_dir=str(run_dir), name="", version="logs")]
+    for name, lcfg in (cfg.get("logger") or {}).items():
+        if lcfg is not None and "_target_" in lcfg:
+            if "wandb" in name:
+                os.environ.setdefault("WANDB_MODE", "offline")  # offline unless the user chose a mode
+            loggers.append(instantiate(lcfg))
+    return loggers
+
+
+def _finish_wandb(loggers: list[Logger]) -> None:
+    if any(type(lg).__name__ == "WandbLogger" for lg in loggers):
+        import wandb
+
+        wandb.finish()
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Run (or skip, if finished) one configured training job; returns its metrics (``status`` included)."""
+    run_dir = run_dir_for(cfg)
+    record = RunRecord(run_dir)
+    if record.finished():
+        log.info("run %s already finished (%s): skipped", run_dir, record.status()["status"])
+        return {**record.metrics(), "status": record.status()["status"]}
+
+    record.start(cfg, {"run_id": run_dir.name, "experiment": str(cfg.experiment_name), **provenance()})
+    t0 = time.time()
+    loggers: list[Logger] = []
+    status, metrics, extra = "failed", {}, {}
+    try:
+        if cfg.get("torch_threads") is not None:
+            torch.set_num_threads(int(cfg.torch_threads))
+        if cfg.seed is not None:  # seed 0 is a seed
+            L.seed_everything(int(cfg.seed), workers=True)
+        datamodule = instantiate(cfg.data)
+        datamodule.setup("fit")
+        dims = {k: getattr(datamodule, k, None) for k in ("vocab_size", "n_features", "n_classes")}
+        model = instantiate(cfg.model, **{k: v for k, v in dims.items() if v is not None})
+        task = instantiate(cfg.task, model=model)
+        loggers = _loggers(cfg, run_dir)
+        ckpt_dir = run_dir / "checkpoints"
+        trainer: L.Trainer = instantiate(
+            cfg.trainer, logger=loggers, default_root_dir=str(run_dir),
+            callbacks=[ModelCheckpoint(dirpath=str(ckpt_dir), save_last=True, save_top_k=0)],
+        )
+        last = ckpt_dir / "last.ckpt"
+        trainer.fit(task, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
+        val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        test = trainer.test(task, datamodule=datamodule, verbose=False)[0]
+        metrics = {**val, **{k: float(v) for k, v in test.items()},
+                   "n_params": sum(p.numel() for p in model.parameters()), "epochs": trainer.current_epoch}
+        extra = {"data_source": datamodule.source, "data_fingerprint": datamodule.fingerprint}
+        status = "ok"
+    except DivergedError as err:
+        status, metrics = "diverged", {"diverged_epoch": err.epoch, "diverged_step": err.step}
+        extra = {"reason": str(err)}
+        log.warning("run %s diverged: %s", run_dir.name, err)
+    except Exception as err:  # recorded, not hidden; the sweep goes on
+        extra = {"reason": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
+        log.error("run %s failed:\n%s", run_dir.name, extra["traceback"])
+    finally:
+        history = run_dir / "logs" / "metrics.csv"
+        if history.exists():
+            shutil.copyfile(history, run_dir / "history.csv")
+        _finish_wandb(loggers)
+    metrics["train_wall_time_s"] = round(time.time() - t0, 2)
+    record.finish(status, metrics, extra)
+    log.info("run record: %s (status %s)", run_dir, status)
+    return {**metrics, "status": status}
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    """Hydra entry point; returns the configured objective so Hydra sweepers can optimize it."""
+    result = train(cfg)
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    if result["status"] == "failed" and not multirun:
+        raise SystemExit(f"run failed; see {run_dir_for(cfg)}/status.json")
+    objective = cfg.get("objective")
+    return result.get(objective) if objective else None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""Provenance stamped on every run record and rendered table: git commit, date, device, versions."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+import oscrepro
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def git_commit() -> str:
+    """Short commit hash of the repo, with ``+dirty`` when tracked files differ; ``unknown`` outside git."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def device_name() -> str:
+    """Human-readable compute device: the CUDA device name, else the CPU model and core count."""
+    if torch.cuda.is_available():
+        return f"cuda: {torch.cuda.get_device_name(0)}"
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"cpu: {cpu} ({os.cpu_count()} cores)"
+
+
+def provenance() -> dict[str, str]:
+    """Everything a reader needs to know where a number came from."""
+    return {
+        "git_commit": git_commit(),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "device": device_name(),
+        "torch": torch.__version__,
+        "oscrepro": oscrepro.__version__,
+    }

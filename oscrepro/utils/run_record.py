@@ -1,0 +1,77 @@
+"""Run records: ``<runs_dir>/<experiment>/<run-id>/{config.yaml, metrics.json, status.json, history.csv}``.
+
+The run id is a stable hash of the resolved config minus keys that do not change the result (paths, logging,
+progress display, table membership), so the same cell requested by two tables, or by a resumed sweep, maps to
+the same record and a finished run is never redone.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+# Config keys that never influence the numbers a run produces.
+IGNORED_KEYS: tuple[str, ...] = ("paths", "logger", "hydra", "tags", "table_name", "torch_threads",
+                                 "trainer.enable_progress_bar", "trainer.enable_model_summary")
+FINISHED = ("ok", "diverged")
+
+
+def _drop(d: dict, dotted: str) -> None:
+    *parents, leaf = dotted.split(".")
+    for p in parents:
+        d = d.get(p) or {}
+    if isinstance(d, dict):
+        d.pop(leaf, None)
+
+
+def run_id(cfg: DictConfig) -> str:
+    """12-hex sha256 of the resolved config without :data:`IGNORED_KEYS`."""
+    container = copy.deepcopy(OmegaConf.to_container(cfg, resolve=True))
+    for key in IGNORED_KEYS:
+        _drop(container, key)
+    blob = json.dumps(container, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+class RunRecord:
+    """Reads and writes one run directory."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = Path(run_dir)
+
+    @property
+    def status_path(self) -> Path:
+        return self.dir / "status.json"
+
+    def status(self) -> dict[str, Any]:
+        return json.loads(self.status_path.read_text()) if self.status_path.exists() else {}
+
+    def finished(self) -> bool:
+        return self.status().get("status") in FINISHED
+
+    def metrics(self) -> dict[str, Any]:
+        path = self.dir / "metrics.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def start(self, cfg: DictConfig, extra: dict[str, Any]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        self._t0 = time.time()
+        self._write_status({"status": "running", **extra})
+
+    def finish(self, status: str, metrics: dict[str, Any], extra: dict[str, Any]) -> None:
+        """Write metrics.json and the final status (``ok`` | ``diverged`` | ``failed``)."""
+        (self.dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, default=float))
+        wall = round(time.time() - getattr(self, "_t0", time.time()), 2)
+        self._write_status({**self.status(), "status": status, "wall_time_s": wall, **extra})
+
+    def _write_status(self, payload: dict[str, Any]) -> None:
+        tmp = self.status_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))
+        tmp.replace(self.status_path)
