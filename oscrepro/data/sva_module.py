@@ -1,0 +1,113 @@
+"""Lightning data module for the synthetic SVA task (fqo Tables 2, 3, 7).
+
+Sentences have 6-8 tokens. Instead of padding (the attention contract has no key-padding mask, and padding
+would add oscillators the paper does not have) every batch holds sentences of one length: a seeded
+length-bucket sampler groups them. Batches are ``(x, y, meta)`` with ``x`` (B, T) token ids whose last
+position is ``<verb>``, ``y`` (B,) the subject number, and ``meta`` the analysis indices and the hard flag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from oscrepro.data.sva import N_CLASSES, VOCAB, SVAExample, generate
+
+
+class SVADataset(Dataset):
+    """Tensors of one split; item = (ids, label, meta)."""
+
+    def __init__(self, examples: list[SVAExample]) -> None:
+        self.examples = examples
+        self.lengths = np.array([len(e.ids) for e in examples])
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int, dict[str, int | bool]]:
+        e = self.examples[i]
+        meta = {"subject_idx": e.subject_idx, "distractor_idx": e.distractor_idx, "hard": e.hard,
+                "invariant_subject": e.invariant_subject}
+        return torch.tensor(e.ids), e.label, meta
+
+
+class LengthBucketSampler(Sampler[list[int]]):
+    """Batches of equal-length items; order reshuffled each epoch from (seed, epoch) when ``shuffle``."""
+
+    def __init__(self, lengths: np.ndarray, batch_size: int, shuffle: bool, seed: int) -> None:
+        self.lengths, self.batch_size, self.shuffle, self.seed = lengths, batch_size, shuffle, seed
+        self.epoch = 0
+
+    def _batches(self) -> list[list[int]]:
+        rng = np.random.default_rng([self.seed, self.epoch])
+        batches: list[list[int]] = []
+        for length in np.unique(self.lengths):
+            idx = np.flatnonzero(self.lengths == length)
+            if self.shuffle:
+                idx = rng.permutation(idx)
+            batches += [idx[k : k + self.batch_size].tolist() for k in range(0, len(idx), self.batch_size)]
+        if self.shuffle:
+            batches = [batches[k] for k in rng.permutation(len(batches))]
+        return batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self._batches()
+        self.epoch += 1
+        return iter(batches)
+
+    def __len__(self) -> int:
+        return len(self._batches())
+
+
+def collate(items: list[tuple[torch.Tensor, int, dict]]) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    x = torch.stack([it[0] for it in items])  # (B, T)
+    y = torch.tensor([it[1] for it in items])  # (B,)
+    meta = {k: torch.tensor([it[2][k] for it in items]) for k in items[0][2]}
+    return x, y, meta
+
+
+class SVADataModule(L.LightningDataModule):
+    """40K/4K/4K synthetic agreement sentences (App. B), generated from ``data_seed``."""
+
+    def __init__(self, n_train: int = 40_000, n_val: int = 4_000, n_test: int = 4_000, data_seed: int = 0,
+                 batch_size: int = 64) -> None:
+        super().__init__()
+        self.n_train, self.n_val, self.n_test = n_train, n_val, n_test
+        self.data_seed, self.batch_size = data_seed, batch_size
+        self.vocab_size: int | None = len(VOCAB)
+        self.n_features: int | None = None
+        self.n_classes: int | None = N_CLASSES
+        self.source = f"synthetic SVA (oscrepro.data.sva), {n_train}/{n_val}/{n_test}, data_seed={data_seed}"
+        self.fingerprint = ""
+        self.splits: dict[str, SVADataset] = {}
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        sizes = {"train": self.n_train, "val": self.n_val, "test": self.n_test}
+        for k, (name, n) in enumerate(sizes.items()):  # disjoint seed streams per split
+            self.splits[name] = SVADataset(generate(n, seed=int(np.random.SeedSequence([self.data_seed, k])
+                                                                .generate_state(1)[0])))
+        digest = hashlib.sha256()
+        for ds in self.splits.values():
+            digest.update(repr([e.ids + (e.label,) for e in ds.examples]).encode())
+        self.fingerprint = digest.hexdigest()[:16]
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        ds = self.splits[split]
+        sampler = LengthBucketSampler(ds.lengths, self.batch_size, shuffle, self.data_seed)
+        return DataLoader(ds, batch_sampler=sampler, collate_fn=collate)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)
