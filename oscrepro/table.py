@@ -101,7 +101,11 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
     data = sorted({f"{s.get('data_source')} (fingerprint {s.get('data_fingerprint')})"
                    for s in (r.record.status() for r in runs) if s.get("data_source")})
     agg = aggregate(spec, cells)
-    path = render_runs_table(spec, budget, agg, out_dir, data, dict(statuses))
+    notes: list[str] = []
+    if spec.post:
+        post = get_method(spec.post["_target_"])
+        notes = post(spec=spec, cells=agg, out_dir=out_dir, **{k: v for k, v in spec.post.items() if k != "_target_"})
+    path = render_runs_table(spec, budget, agg, out_dir, data, dict(statuses), notes)
     print(f"[table {key}] wrote {path} and {path.with_suffix('.csv')}", flush=True)
     return path
 

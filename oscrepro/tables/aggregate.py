@@ -68,7 +68,7 @@ def aggregate(spec: TableSpec, cells: dict[tuple[int, str], list[RunRequest]]) -
                 cell.count = sum(v < float(col.count_below["threshold"]) for v in vals)
                 cell.n = len(vals)
             else:
-                vals = [v * col.scale for v in _values(cells[(ri, col.name)], metric_key(col, row), cell)]
+                vals = [v * col.scale * row.scale for v in _values(cells[(ri, col.name)], metric_key(col, row), cell)]
                 cell.n, cell.values = len(vals), vals
                 if vals:
                     cell.mean = float(np.mean(vals))

@@ -43,3 +43,37 @@ def fqo_figure2(out_dir: Path, d_oscs: list[int], n_samples: int, n_alpha: int, 
              "exceeds 0.01 by chance for some d_osc; the KS column calibrates that (critical value 1.63 at 1 %).",
              "**Paper:** Figure 2 states agreement within sampling noise (no table of numbers to compare)."]
     return list(rows[0]), rows, notes
+
+
+def fqo_figure6(spec: Any, cells: dict, out_dir: Path, panels: list[dict[str, Any]],
+                paper_fits: dict[str, list[float]]) -> list[str]:
+    """fqo Figure 6: fit the oscillator-softmax gap Δ(d_osc) ≈ C·d_osc^(−α) per dataset from Table 4's cells.
+
+    ``panels``: ``{name, rows: [row labels in d_osc order], d_osc: [...]}``; the oscillator and softmax PPL
+    come from the ``oscillator`` / ``softmax`` columns of those rows. Returns header notes with C, α and the max
+    |log-residual|, next to the paper's fit; writes ``fig6.png``.
+    """
+    from oscrepro.analysis.powerlaw import plot_figure6
+
+    labels = {r.label: i for i, r in enumerate(spec.rows)}
+    data = []
+    for p in panels:
+        idx = [labels[label] for label in p["rows"]]
+        osc = [cells[(i, "oscillator")] for i in idx]
+        sm = cells[(idx[0], "softmax")]
+        if any(c.n == 0 for c in osc) or sm.n == 0:
+            return [f"**Figure 6 ({p['name']}):** not fitted — some cells have no finished run."]
+        data.append({"name": p["name"], "d_osc": p["d_osc"], "osc_mean": [c.mean for c in osc],
+                     "osc_std": [0.0 if c.std != c.std else c.std for c in osc], "softmax_mean": sm.mean})
+    try:
+        fits = plot_figure6(data, out_dir / "fig6.png")
+    except ValueError as err:  # fewer than two positive gaps: say so instead of plotting
+        return [f"**Figure 6:** no power-law fit possible ({err})."]
+    notes = []
+    for f in fits:
+        ref = paper_fits.get(f["name"], [float("nan"), float("nan")])
+        excl = f" ({len(f['excluded'])} non-positive gaps excluded: {f['excluded']})" if f["excluded"] else ""
+        notes.append(f"**Figure 6 fit, {f['name']}:** Δ ≈ {f['C']:.2f}·d_osc^(−{f['alpha']:.2f}), "
+                     f"max abs(log-residual) {f['max_abs_log_residual']:.3f} over {f['n_used']} points{excl}; "
+                     f"paper: C ≈ {ref[0]}, α ≈ {ref[1]} (`fig6.png`).")
+    return notes

@@ -37,8 +37,9 @@ def cell_overrides(spec: TableSpec, row_idx: int, col_name: str, budget: str, ex
     """Overrides (without seed) of one (row, column) cell."""
     col = next(c for c in spec.columns if c.name == col_name)
     row = spec.rows[row_idx]
-    return [f"experiment={spec.experiment}", f"budget={budget}", f"table_name={spec.key}",
-            *row.overrides, *col.overrides, *extra]
+    experiment = col.experiment or row.experiment or spec.experiment
+    return [f"experiment={experiment}", f"budget={budget}", f"table_name={spec.key}",
+            *row.overrides, *(o.format(**row.vars) for o in col.overrides), *extra]
 
 
 def plan(spec: TableSpec, budget: str, extra: list[str] | None = None,

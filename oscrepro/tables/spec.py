@@ -3,9 +3,13 @@
 A *runs* table is a grid: each cell = experiment + row overrides + column overrides, repeated over the
 budget's seeds; the cell value is the column's metric aggregated over the seeds. Column kinds:
 
-- ``metric: <key>`` (``{var}`` placeholders filled from the row's ``vars``), optional ``scale``;
+- ``metric: <key>`` (``{var}`` placeholders filled from the row's ``vars``, also in column overrides),
+  optional ``scale`` (times the row's ``scale``);
 - ``delta: [colA, colB]``: difference of two metric columns' means (e.g. Table 7's Δ, Table 3's gap);
 - ``count_below: {metric, threshold}``: seeds whose metric is below a threshold (Table 2's failures).
+
+The experiment of a cell is the column's, else the row's, else the spec's ``experiment``. An optional ``post``
+callable (``_target_``) receives the aggregated cells and may add figures and header notes (Figure 6's fit).
 
 Paper reference values are data: ``rows[i].paper[<column name>]`` = ``[mean, std]`` or a number. They are
 rendered beside our numbers and never written into a reproduced column.
@@ -40,14 +44,17 @@ class Column:
     delta: list[str] | None = None
     count_below: dict[str, Any] | None = None
     digits: int = 2
+    experiment: str | None = None  # overrides the row's / spec's experiment for this column
 
 
 @dataclass
 class Row:
     label: str
     overrides: list[str] = field(default_factory=list)
-    vars: dict[str, str] = field(default_factory=dict)
+    vars: dict[str, Any] = field(default_factory=dict)
     paper: dict[str, Any] = field(default_factory=dict)
+    experiment: str | None = None  # overrides the spec's experiment for this row
+    scale: float = 1.0  # multiplies every metric of the row (e.g. accuracy -> % in a mixed-metric table)
 
 
 @dataclass
@@ -62,6 +69,7 @@ class TableSpec:
     columns: list[Column]
     budget_notes: dict[str, str]
     analysis: dict[str, Any]
+    post: dict[str, Any]  # optional post-processing callable over the aggregated cells (e.g. a fit + figure)
     source: str  # paper table/appendix reproduced
     path: Path
 
@@ -85,7 +93,7 @@ def load_spec(key: str, conf_dir: Path = CONF_DIR) -> TableSpec:
         key=key, paper=raw["paper"], title=raw["title"], kind=kind, experiment=raw.get("experiment"),
         seeds={b: int(n) for b, n in (raw.get("seeds") or {b: 1 for b in BUDGETS}).items()},
         rows=[Row(**r) for r in raw.get("rows", [])], columns=cols,
-        budget_notes=raw.get("budget_notes", {}), analysis=raw.get("analysis", {}),
+        budget_notes=raw.get("budget_notes", {}), analysis=raw.get("analysis", {}), post=raw.get("post", {}),
         source=raw.get("source", ""), path=path,
     )
     _validate(spec)
@@ -100,8 +108,12 @@ def _validate(spec: TableSpec) -> None:
         if "_target_" not in spec.analysis:
             raise SpecError(f"{where}: analysis tables need analysis._target_")
         return
-    if not spec.experiment or not spec.rows or not spec.columns:
-        raise SpecError(f"{where}: runs tables need experiment, rows and columns")
+    if not spec.rows or not spec.columns:
+        raise SpecError(f"{where}: runs tables need rows and columns")
+    for r in spec.rows:
+        for c in spec.columns:
+            if c.delta is None and not (c.experiment or r.experiment or spec.experiment):
+                raise SpecError(f"{where}: no experiment for cell ({r.label!r}, {c.name!r})")
     missing = [b for b in BUDGETS if b not in spec.seeds]
     if missing:
         raise SpecError(f"{where}: seeds missing for budgets {missing}")

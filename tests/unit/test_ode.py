@@ -126,8 +126,10 @@ def test_plane_fast_path_matches_full_replica_outputs_and_gradients():
     torch.testing.assert_close(zp, zf, atol=1e-10, rtol=0)
     torch.testing.assert_close(zp[-1], z0[-1])  # h = 0: frozen
     assert (nf == np_).double().mean() >= 0.98
-    torch.testing.assert_close(gh_p, gh_f, atol=1e-7, rtol=1e-6)
-    torch.testing.assert_close(gz_p, gz_f, atol=1e-7, rtol=1e-6)
+    # gradients agree except at the exactly degenerate row, where the plane basis h/||h|| is not
+    # differentiable (documented in dopri5_plane)
+    torch.testing.assert_close(gh_p[:-1], gh_f[:-1], atol=1e-7, rtol=1e-6)
+    torch.testing.assert_close(gz_p[:-1], gz_f[:-1], atol=1e-7, rtol=1e-6)
     assert gh_f.abs().max() > 1e-3
 
 
