@@ -1,8 +1,11 @@
-"""Causal language modeling: next-token cross-entropy; perplexity = exp(token-mean CE) per split."""
+"""Causal language modeling: next-token cross-entropy; perplexity = exp(CE) and bits per token = CE / ln 2
+(bits per character for character-level corpora), both from the token-mean CE of each split."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -12,7 +15,10 @@ from oscrepro.tasks.base import BaseTask
 
 
 class LanguageModelTask(BaseTask):
-    """Batches ``(x, y)`` with ``x, y`` (B, T) token ids, ``y`` shifted by one. Logs ``<split>/loss``, ``<split>/ppl``."""
+    """Batches ``(x, y)`` with ``x, y`` (B, T) token ids, ``y`` shifted by one.
+
+    Logs ``<split>/loss`` (nats/token), ``<split>/ppl`` and ``<split>/bpc`` (bits/token).
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -43,8 +49,8 @@ class LanguageModelTask(BaseTask):
         loss_sum, n = self._sums.pop(split, [0.0, 0.0])
         if n:
             loss = loss_sum / n
-            self.log_dict({f"{split}/loss": loss, f"{split}/ppl": float(torch.tensor(loss).exp())},
-                          prog_bar=split == "val")
+            self.log_dict({f"{split}/loss": loss, f"{split}/ppl": float(torch.tensor(loss).exp()),
+                           f"{split}/bpc": loss / math.log(2)}, prog_bar=split == "val")
 
     def on_validation_epoch_end(self) -> None:
         self._flush("val")
