@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import Aux, AttentionBase, causal_mask, merge_heads, split_heads
+from oscrepro.attention.base import AttentionBase, Aux, causal_mask, merge_heads, split_heads
 
 MODES = ("fixed_point", "random_positions", "zero_attention")
 NORM_EPS = 1e-8  # App. B: F.normalize(h, dim=-1, eps=1e-8)

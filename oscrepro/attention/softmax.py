@@ -11,7 +11,7 @@ import math
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import Aux, AttentionBase, causal_mask, merge_heads, split_heads
+from oscrepro.attention.base import AttentionBase, Aux, causal_mask, merge_heads, split_heads
 
 
 class SoftmaxAttention(AttentionBase):

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from torch import Tensor, nn
 
-from oscrepro.attention.base import Aux, AttentionBase
+from oscrepro.attention.base import AttentionBase, Aux
 
 AttentionFactory = Callable[..., AttentionBase]
 

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F

@@ -46,7 +46,7 @@ def provenance() -> dict[str, str]:
     """Everything a reader needs to know where a number came from."""
     return {
         "git_commit": git_commit(),
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "device": device_name(),
         "torch": torch.__version__,
         "oscrepro": oscrepro.__version__,

@@ -48,7 +48,7 @@ def test_readout_matches_eq5_by_hand():
     a = shifted_cosine_readout(z, r, 2.0, None)
     i, j = 1, 2
     num = (1 + z[0, 0, i] @ r[0, 0, j]) ** 2
-    den = sum((1 + z[0, 0, i] @ r[0, 0, l]) ** 2 for l in range(4))
+    den = sum((1 + z[0, 0, i] @ r[0, 0, k]) ** 2 for k in range(4))
     assert abs(float(a[0, 0, i, j] - num / den)) < 1e-12
 
 
