@@ -242,3 +242,9 @@ def plot_figure7(sweep_rows: list[dict[str, Any]], dosc_rows: list[dict[str, Any
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+if __name__ == "__main__":  # python -m oscrepro.analysis.ode_convergence ckpt=<run dir or checkpoint> ...
+    from oscrepro.analysis.ode_convergence_main import main
+
+    main()
