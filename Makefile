@@ -29,7 +29,7 @@ install: $(VENV)/.installed ## Create .venv and install the pinned dependencies 
 demo: install ## fqo Figure 2 + Table 2 at budget=cpu (about 15 min on a 2-core CPU)
 	$(PY) -m oscrepro.table fqo/fig2 --budget cpu
 	$(PY) -m oscrepro.table fqo/table2 --budget cpu
-	@echo "results: results/fqo/fig2.{md,csv,png} and results/fqo/table2.{md,csv}"
+	@echo "results: results/fqo/cpu/fig2.{md,csv,png} and results/fqo/cpu/table2.{md,csv} (paper budget: results/fqo/)"
 
 test: install ## Fast offline test suite (what CI runs)
 	$(PY) -m pytest -m "not slow" -q

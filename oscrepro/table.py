@@ -63,7 +63,7 @@ def _launch_multirun(missing: list[RunRequest], launcher: str, progress: Progres
         groups[base].append(next(o for o in req.overrides if o.startswith("seed=")).split("=", 1)[1])
     for base, seeds in groups.items():
         cmd = [sys.executable, "-m", "oscrepro.train", "-m", *base, f"seed={','.join(seeds)}",
-               f"hydra/launcher={launcher}", "trainer.enable_progress_bar=false"]
+               f"hydra/launcher={launcher}"]
         log.info("launching: %s", " ".join(cmd))
         subprocess.run(cmd, check=False)
         progress.update(len(seeds))
@@ -78,7 +78,9 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         raise ValueError(f"launcher={launcher!r}; valid: {', '.join(LAUNCHERS)}")
     spec: TableSpec = load_spec(key)
     results = Path(results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))
-    out_dir = results / spec.paper
+    # paper-budget artifacts live in results/<paper>/, scaled-down ones in results/<paper>/<budget>/, so a cpu
+    # build can never overwrite a paper-budget table
+    out_dir = results / spec.paper if budget == "paper" else results / spec.paper / budget
     if spec.kind == "analysis":
         fn = get_method(spec.analysis["_target_"])
         kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets")}
@@ -86,7 +88,8 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         columns, rows, notes = fn(out_dir=out_dir, **kwargs)
         return render_analysis_table(spec, budget, columns, rows, out_dir, notes)
 
-    extra = [f"paths.results_dir={results}", *(extra or [])]
+    # one sweep-level progress line instead of a progress bar per run (the bar does not change the run id)
+    extra = [f"paths.results_dir={results}", "trainer.enable_progress_bar=false", *(extra or [])]
     cells = plan(spec, budget, extra)
     runs = unique_runs(cells)
     missing = [r for r in runs if not r.record.finished()]

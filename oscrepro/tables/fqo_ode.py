@@ -2,7 +2,7 @@
 
 Both analyse models that Table 4 trains (``conf/table/fqo/table4.yaml``): Table 6 the TinyStories oscillator cells at
 d_osc 2, 8, 32, the ODE-inference table the WikiText-2 d_osc=2 cell. The run of a cell is found exactly as the table
-engine plans it (same overrides, same run id) under ``<results>/runs`` with ``<results> = out_dir.parent``. Missing
+engine plans it (same overrides, same run id) under ``<results>/runs`` with ``<results> = results_root(out_dir)``. Missing
 runs are an error that names the command that trains them (``make table4 BUDGET=...``), except where the spec sets
 ``train_missing`` (budget=smoke only: the runs take seconds and the table must build in the test suite).
 
@@ -24,7 +24,7 @@ from oscrepro.analysis.checkpoints import first_val_inputs, load_run, num_thread
 from oscrepro.analysis.ode_cli import ODE_KEYS, collect_problem, convergence_row, ode_inference_ppl, scipy_agreement
 from oscrepro.analysis.ode_convergence import plot_figure7, tmax_sweep
 from oscrepro.tables.plan import cell_overrides, compose_run
-from oscrepro.tables.spec import SpecError, load_spec
+from oscrepro.tables.spec import SpecError, load_spec, results_root
 from oscrepro.utils.run_record import RunRecord, run_id
 
 Result = tuple[list[str], list[dict[str, Any]], list[str]]
@@ -102,7 +102,7 @@ def fqo_table6(out_dir: Path, budget: str, source_table: str, source_column: str
     ``{d_osc, t_maxes, method, paper}`` for Figure 7(a). ``ode``: the :data:`ODE_KEYS` settings (App. B).
     """
     ode = _ode_kwargs(ode)
-    results = out_dir.parent
+    results = results_root(out_dir)
     dirs = source_runs(results, budget, source_table, [r["label"] for r in rows], source_column, seed_index,
                        train_missing, overrides)
     conv_rows, table, sweep_rows, details = [], [], [], []
@@ -203,7 +203,7 @@ def fqo_ode_inference(out_dir: Path, budget: str, source_table: str, source_row:
                       paper: dict[str, Any], max_batches: int | None = None, seed_index: int = 0,
                       train_missing: bool = False, overrides: list[str] | None = None) -> Result:
     """Validation PPL of a trained fqo model with z* (Eq. 4) replaced by the integrated z(T_max) (Sec. 4.4)."""
-    run_dir = source_runs(out_dir.parent, budget, source_table, [source_row], source_column, seed_index,
+    run_dir = source_runs(results_root(out_dir), budget, source_table, [source_row], source_column, seed_index,
                           train_missing, overrides)[source_row]
     run = load_run(run_dir)
     limit = _val_batch_limit(run.cfg, max_batches)

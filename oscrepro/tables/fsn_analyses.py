@@ -2,7 +2,7 @@
 
 Analysis adapters are called by :func:`oscrepro.table.build_table` as ``fn(out_dir=..., **spec.analysis)`` and
 return ``(columns, rows, notes)``. The table engine passes no budget to them, so every fsn analysis spec sets
-``budget`` per budget under ``analysis.budgets`` (default ``paper``); the results root is ``out_dir.parent``
+``budget`` per budget under ``analysis.budgets`` (default ``paper``); the results root is ``results_root(out_dir)``
 (``build_table`` writes to ``<results>/<paper>``).
 
 Tables 2, 4, 5 and Figure 2 read the run records of another table's cells (Table 1 or the ladder) for the same
@@ -27,7 +27,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from oscrepro.tables.plan import RunRequest, cell_overrides, compose_run
-from oscrepro.tables.spec import load_spec
+from oscrepro.tables.spec import load_spec, results_root
 from oscrepro.utils.run_record import IGNORED_KEYS, run_id
 
 DEVICE_KEYS = ("trainer.accelerator", "trainer.devices", "trainer.deterministic", "trainer.strategy")
@@ -117,7 +117,7 @@ def source_runs(table: str, source: str, budget: str, cells: dict[str, tuple[str
 
 
 def _results(out_dir: Path) -> Path:
-    return Path(out_dir).resolve().parent
+    return results_root(out_dir)
 
 
 def _seed(run_dir: Path) -> int:

@@ -128,3 +128,9 @@ def _validate(spec: TableSpec) -> None:
         unknown = set(r.paper) - names
         if unknown:
             raise SpecError(f"{where}: row {r.label!r} has paper values for unknown columns {sorted(unknown)}")
+
+
+def results_root(out_dir: Path) -> Path:
+    """Results root of a table output folder: ``<root>/<paper>`` (paper budget) or ``<root>/<paper>/<budget>``."""
+    out_dir = Path(out_dir).resolve()
+    return out_dir.parent.parent if out_dir.name in BUDGETS else out_dir.parent
