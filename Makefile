@@ -26,9 +26,9 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 install: $(VENV)/.installed ## Create .venv and install the pinned dependencies (requirements.lock) + oscrepro
 	@echo "installed into $(VENV); torch: $$($(PY) -c 'import torch; print(torch.__version__)')"
 
-demo: install ## fqo Figure 2 + Table 2 at budget=cpu (about 15 min on a 2-core CPU)
+demo: install ## fqo Figure 2 + Table 2 at budget=cpu (9 short runs, 2 at a time)
 	$(PY) -m oscrepro.table fqo/fig2 --budget cpu
-	$(PY) -m oscrepro.table fqo/table2 --budget cpu
+	$(PY) -m oscrepro.table fqo/table2 --budget cpu --launcher joblib
 	@echo "results: results/fqo/cpu/fig2.{md,csv,png} and results/fqo/cpu/table2.{md,csv} (paper budget: results/fqo/)"
 
 test: install ## Fast offline test suite (what CI runs)
