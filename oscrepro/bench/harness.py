@@ -137,7 +137,17 @@ def run_bench(attention_cfg_name: str, seq_lens: list[int], batch: int, d_model:
     K tokens/s, median process CPU times, peak memory (MB) for forward and forward+backward, parameter
     counts, and the ratios cand/base of median wall times, of median CPU times and of peak memories
     (time ratio > 1: the candidate is slower).
+    Inductor's on-disk FX-graph cache is bypassed: a cached CPU kernel keeps the OpenMP thread count of the
+    process that compiled it, which would falsify a ``threads=1`` measurement.
     """
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        return _run_bench(attention_cfg_name, seq_lens, batch, d_model, n_heads, warmup, trials, device,
+                          use_paper_batch, overrides, backward, seed)
+
+
+def _run_bench(attention_cfg_name: str, seq_lens: list[int], batch: int, d_model: int, n_heads: int, warmup: int,
+               trials: int, device: str, use_paper_batch: bool, overrides: dict[str, Any] | None, backward: bool,
+               seed: int) -> list[dict[str, Any]]:
     dev = torch.device(device)
     factory = attention_factory(attention_cfg_name, overrides)
     rows = []
