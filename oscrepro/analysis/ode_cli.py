@@ -17,9 +17,9 @@ Choices where the paper is silent (also in the closing report):
 - ODE inference uses the raw integrated state z(T_max) in the readout (no re-normalisation), like the convergence
   error; sequential init uses the previous position's *analytic* fixed point (same reading as
   :mod:`oscrepro.analysis.ode_convergence`); position 0 starts at random.
-- The swap for the base mechanism re-implements ``FixedQueryOscillatorAttention.forward`` with the fixed point as a
-  parameter (fqo.py is not touched); :func:`fqo_forward` with the analytic fixed point is tested to reproduce the
-  module's own forward bit for bit. The App. C variants expose ``fixed_point(h)``, which is swapped directly.
+- The swap replaces the ``fixed_point(h)`` hook (Eq. 4) that :class:`FixedQueryOscillatorAttention` and its App. C
+  variants share, so the module's own forward runs unchanged around it; :func:`fqo_forward` with the analytic
+  fixed point is tested to reproduce the module's forward bit for bit.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from types import MethodType
 from typing import Any
 
 import torch
@@ -39,8 +38,8 @@ from torch import Tensor, nn
 from oscrepro.analysis.checkpoints import attention_modules
 from oscrepro.analysis.lohe_ode import integrate_fixed_points
 from oscrepro.analysis.ode_convergence import convergence_table, sample_sphere
-from oscrepro.attention.base import Aux, causal_mask, merge_heads, split_heads
-from oscrepro.attention.fqo import NORM_EPS, FixedQueryOscillatorAttention, shifted_cosine_readout
+from oscrepro.attention.base import Aux
+from oscrepro.attention.fqo import NORM_EPS, FixedQueryOscillatorAttention
 
 FixedPointFn = Callable[[Tensor], Tensor]  # h (B, H, T, N) -> z (B, H, T, N)
 # Keyword arguments of convergence_table that the Table 6 spec (conf/table/fqo/table6.yaml) sets.
@@ -142,24 +141,26 @@ def scipy_agreement(problem: OscillatorProblem, n_solves: int, *, fast_method: s
 
 def fqo_forward(mod: FixedQueryOscillatorAttention, x: Tensor, fixed_point: FixedPointFn, *, causal: bool = False,
                 need_weights: bool = False) -> tuple[Tensor, Aux]:
-    """``FixedQueryOscillatorAttention.forward`` (mode fixed_point, Eqs. 2-6), Eq. (4) replaced by ``fixed_point``."""
-    t = x.shape[1]
-    mask = causal_mask(t, x.device) if causal else None  # (T, T) True = visible
-    v = split_heads(mod.v_proj(x), mod.n_heads)  # (B, H, T, Dh)
-    r = F.normalize(split_heads(mod.anchor_proj(x), mod.n_heads), dim=-1, eps=NORM_EPS)  # (B, H, T, N)
-    f = split_heads(mod.f_proj(x), mod.n_heads)  # (B, H, T, Dh)
-    g = split_heads(mod.g_proj(x), mod.n_heads)  # (B, H, T, Dh)
-    w = F.softplus(f @ g.transpose(-2, -1) / math.sqrt(mod.d_head))  # Eq. (2): (B, H, T, T)
-    if mask is not None:
-        w = w.masked_fill(~mask, 0.0)
-    h = w @ r  # Eq. (3): (B, H, T, N)
-    z = fixed_point(h)  # Eq. (4), or z(T_max) of the flow
-    a = shifted_cosine_readout(z, r, mod.p, mask)  # Eq. (5): (B, H, T, T)
-    y = mod.out(merge_heads(a @ v))  # Eq. (6): (B, T, D)
-    aux: Aux = {}
-    if need_weights:
-        aux.update(weights=a, anchors=r, coupling=w, h=h, z=z)
-    return y, aux
+    """``mod.forward`` (mode fixed_point, Eqs. 2-6) with Eq. (4) replaced by ``fixed_point`` for this one call."""
+    with _swap_fixed_point([mod], fixed_point):
+        return mod(x, causal=causal, need_weights=need_weights)
+
+
+@contextmanager
+def _swap_fixed_point(modules: Iterable[nn.Module], fixed_point: FixedPointFn) -> Iterator[list[nn.Module]]:
+    """Give every fqo module an instance-level ``fixed_point`` (the hook of Eq. 4); removed again on exit."""
+    patched: list[nn.Module] = []
+    try:
+        for mod in modules:
+            if isinstance(mod, FixedQueryOscillatorAttention):
+                if mod.mode != "fixed_point":
+                    raise ValueError(f"layer {mod.layer_idx}: mode={mod.mode!r} has no fixed point to integrate")
+                mod.fixed_point = fixed_point
+                patched.append(mod)
+        yield patched
+    finally:
+        for mod in patched:
+            mod.__dict__.pop("fixed_point", None)
 
 
 class IntegratedFixedPoint:
@@ -186,26 +187,13 @@ class IntegratedFixedPoint:
 def ode_inference(model: nn.Module, fixed_point: FixedPointFn) -> Iterator[list[nn.Module]]:
     """Inside the block, every fqo attention module of ``model`` computes z with ``fixed_point`` instead of Eq. (4).
 
-    Base modules get an instance-level ``forward`` (:func:`fqo_forward`); modules with a ``fixed_point`` method (the
-    App. C variants) get that method replaced. Everything is restored on exit. Yields the patched modules.
+    Each module's ``fixed_point`` method (the Eq. 4 hook of :class:`FixedQueryOscillatorAttention`, inherited by the
+    App. C variants) is replaced on the instance. Everything is restored on exit. Yields the patched modules.
     """
-    patched: list[tuple[nn.Module, str]] = []
-    try:
-        for mod in attention_modules(model):
-            if type(mod) is FixedQueryOscillatorAttention:
-                if mod.mode != "fixed_point":
-                    raise ValueError(f"layer {mod.layer_idx}: mode={mod.mode!r} has no fixed point to integrate")
-                mod.forward = MethodType(lambda self, x, **kw: fqo_forward(self, x, fixed_point, **kw), mod)
-                patched.append((mod, "forward"))
-            elif isinstance(mod, FixedQueryOscillatorAttention) and callable(getattr(mod, "fixed_point", None)):
-                mod.fixed_point = fixed_point
-                patched.append((mod, "fixed_point"))
+    with _swap_fixed_point(attention_modules(model), fixed_point) as patched:
         if not patched:
             raise ValueError("the model has no fqo attention module to run with the ODE")
-        yield [m for m, _ in patched]
-    finally:
-        for mod, name in patched:
-            mod.__dict__.pop(name, None)
+        yield patched
 
 
 @torch.no_grad()

@@ -38,13 +38,17 @@ MODES = ("fixed_point", "random_positions", "zero_attention")
 NORM_EPS = 1e-8  # App. B: F.normalize(h, dim=-1, eps=1e-8)
 
 
-def shifted_cosine_readout(z: Tensor, r: Tensor, p: float, mask: Tensor | None) -> Tensor:
-    """Eq. (5): a_ij = (1 + z_i·r_j)^p / sum_l (1 + z_i·r_l)^p.  z: (B,H,T,N), r: (B,H,T,N) -> (B,H,T,T)."""
-    cos = (z @ r.transpose(-2, -1)).clamp(-1.0, 1.0)  # (B, H, T, T)
-    num = (1.0 + cos).pow(p)
+def readout_from_cosines(cos: Tensor, p: float, mask: Tensor | None) -> Tensor:
+    """Eq. (5) given the cosines z_i·r_j: (1 + cos)^p normalised over the visible j.  (B,H,T,T) -> (B,H,T,T)."""
+    num = (1.0 + cos.clamp(-1.0, 1.0)).pow(p)
     if mask is not None:
         num = num.masked_fill(~mask, 0.0)
     return num / num.sum(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+def shifted_cosine_readout(z: Tensor, r: Tensor, p: float, mask: Tensor | None) -> Tensor:
+    """Eq. (5): a_ij = (1 + z_i·r_j)^p / sum_l (1 + z_i·r_l)^p.  z: (B,H,T,N), r: (B,H,T,N) -> (B,H,T,T)."""
+    return readout_from_cosines(z @ r.transpose(-2, -1), p, mask)
 
 
 class FixedQueryOscillatorAttention(AttentionBase):
@@ -74,28 +78,50 @@ class FixedQueryOscillatorAttention(AttentionBase):
         if freeze_value:
             self.v_proj.requires_grad_(False)
 
+    # Hooks of Eqs. (2)-(4); the App. C variants (fqo_relpos, fqo_gain) override the one that differs.
+
+    def anchors(self, x: Tensor) -> Tensor:
+        """r_j = normalize(A e_j) per head: (B, T, D) -> (B, H, T, N)."""
+        return F.normalize(split_heads(self.anchor_proj(x), self.n_heads), dim=-1, eps=NORM_EPS)
+
+    def coupling_scores(self, x: Tensor) -> Tensor:
+        """(F e_i)·(G e_j) / sqrt(d_h), the argument of the softplus in Eq. (2): (B, T, D) -> (B, H, T, T)."""
+        f = split_heads(self.f_proj(x), self.n_heads)  # (B, H, T, Dh)
+        g = split_heads(self.g_proj(x), self.n_heads)  # (B, H, T, Dh)
+        return f @ g.transpose(-2, -1) / math.sqrt(self.d_head)
+
+    def coupling(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        """Eq. (2) w_ij = softplus(score_ij), zero where ``mask`` hides j: (B, T, D) -> (B, H, T, T)."""
+        w = F.softplus(self.coupling_scores(x))
+        return w if mask is None else w.masked_fill(~mask, 0.0)
+
+    def fixed_point(self, h: Tensor) -> Tensor:
+        """Eq. (4) z* = h/||h|| (App. B eps). ODE inference (analysis.ode_cli) swaps this method for an integrator."""
+        return F.normalize(h, dim=-1, eps=NORM_EPS)
+
+    def settle(self, w: Tensor, r: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Eqs. (3)-(4) and the cosines read in (5): w (B,H,T,T), r (B,H,T,N) -> h, z (B,H,T,N), z_i·r_j (B,H,T,T)."""
+        h = w @ r  # Eq. (3)
+        if self.mode == "random_positions":
+            z = F.normalize(torch.randn_like(h), dim=-1)  # uniform on the sphere, no equilibration
+        else:
+            z = self.fixed_point(h)  # Eq. (4)
+        return h, z, z @ r.transpose(-2, -1)
+
     def forward(self, x: Tensor, *, causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Aux]:
         b, t, _ = x.shape
         mask = causal_mask(t, x.device) if causal else None  # (T, T) True = visible
         v = split_heads(self.v_proj(x), self.n_heads)  # (B, H, T, Dh)
-        r = F.normalize(split_heads(self.anchor_proj(x), self.n_heads), dim=-1, eps=NORM_EPS)  # (B, H, T, N)
+        r = self.anchors(x)  # (B, H, T, N)
 
         if self.mode == "zero_attention":
             visible = mask if mask is not None else torch.ones(t, t, dtype=torch.bool, device=x.device)
             a = (visible / visible.sum(-1, keepdim=True)).to(x.dtype).expand(b, self.n_heads, t, t)  # uniform
             w = h = z = None
         else:
-            f = split_heads(self.f_proj(x), self.n_heads)  # (B, H, T, Dh)
-            g = split_heads(self.g_proj(x), self.n_heads)  # (B, H, T, Dh)
-            w = F.softplus(f @ g.transpose(-2, -1) / math.sqrt(self.d_head))  # Eq. (2): (B, H, T, T)
-            if mask is not None:
-                w = w.masked_fill(~mask, 0.0)
-            h = w @ r  # Eq. (3): (B, H, T, N)
-            if self.mode == "random_positions":
-                z = F.normalize(torch.randn_like(h), dim=-1)  # uniform on the sphere, no equilibration
-            else:
-                z = F.normalize(h, dim=-1, eps=NORM_EPS)  # Eq. (4)
-            a = shifted_cosine_readout(z, r, self.p, mask)  # Eq. (5): (B, H, T, T)
+            w = self.coupling(x, mask)  # Eq. (2): (B, H, T, T)
+            h, z, cos = self.settle(w, r)  # Eqs. (3)-(4): h, z (B, H, T, N), cos (B, H, T, T)
+            a = readout_from_cosines(cos, self.p, mask)  # Eq. (5): (B, H, T, T)
 
         o = a @ v  # Eq. (6): (B, H, T, Dh)
         y = self.out(merge_heads(o))  # (B, T, D)

@@ -6,7 +6,8 @@ constant on a per-position basis". After training the paper reports β_{h,i} in 
 seed 0) and no PPL change (−0.06 ± 0.44).
 
 Two placements of β (knob ``placement``), everything else as in
-:class:`~oscrepro.attention.fqo.FixedQueryOscillatorAttention` (Eqs. 2-6, same parameter names):
+:class:`~oscrepro.attention.fqo.FixedQueryOscillatorAttention` (Eqs. 2-6, same parameter names; the subclass
+overrides only its ``coupling`` hook, Eq. 2):
 
     "score"     (default)  w_ij = softplus(β_{h,i} · (F e_i)·(G e_j) / sqrt(d_h))     gain on the coupling score
     "magnitude"            w_ij = β_{h,i} · softplus((F e_i)·(G e_j) / sqrt(d_h))     literal "multiplies"
@@ -25,14 +26,11 @@ longer than ``max_len`` raise an error.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import Aux, causal_mask, merge_heads, split_heads
-from oscrepro.attention.fqo import NORM_EPS, FixedQueryOscillatorAttention, shifted_cosine_readout
+from oscrepro.attention.fqo import FixedQueryOscillatorAttention
 
 PLACEMENTS = ("score", "magnitude")
 
@@ -59,36 +57,15 @@ class CouplingGainOscillatorAttention(FixedQueryOscillatorAttention):
         self.placement, self.max_len = placement, max_len
         self.gain = nn.Parameter(torch.ones(n_heads, max_len))  # β_{h,i}
 
-    def fixed_point(self, h: Tensor) -> Tensor:
-        """Eq. (4) z* = h/||h|| (App. B eps). ODE inference swaps this method for an integrator."""
-        return F.normalize(h, dim=-1, eps=NORM_EPS)
-
     def coupling(self, x: Tensor, mask: Tensor | None) -> Tensor:
         """Eq. (2) with the gain β_{h,i} applied per query row: (B, T, D) -> (B, H, T, T) w_ij."""
         t = x.shape[1]
         if t > self.max_len:
             raise ValueError(f"sequence length {t} exceeds max_len={self.max_len} of the coupling gain β; raise it")
-        f = split_heads(self.f_proj(x), self.n_heads)  # (B, H, T, Dh)
-        g = split_heads(self.g_proj(x), self.n_heads)  # (B, H, T, Dh)
-        scores = f @ g.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, H, T, T)
+        scores = self.coupling_scores(x)  # (B, H, T, T)
         beta = self.gain[:, :t].to(scores.dtype)[None, :, :, None]  # (1, H, T, 1): one gain per query row
         w = F.softplus(beta * scores) if self.placement == "score" else beta * F.softplus(scores)
         return w if mask is None else w.masked_fill(~mask, 0.0)
-
-    def forward(self, x: Tensor, *, causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Aux]:
-        t = x.shape[1]
-        mask = causal_mask(t, x.device) if causal else None  # (T, T) True = visible
-        v = split_heads(self.v_proj(x), self.n_heads)  # (B, H, T, Dh)
-        r = F.normalize(split_heads(self.anchor_proj(x), self.n_heads), dim=-1, eps=NORM_EPS)  # (B, H, T, N)
-        w = self.coupling(x, mask)  # Eq. (2) with β: (B, H, T, T)
-        h = w @ r  # Eq. (3): (B, H, T, N)
-        z = self.fixed_point(h)  # Eq. (4)
-        a = shifted_cosine_readout(z, r, self.p, mask)  # Eq. (5): (B, H, T, T)
-        y = self.out(merge_heads(a @ v))  # Eq. (6): (B, T, D)
-        aux: Aux = {}
-        if need_weights:
-            aux.update(weights=a, anchors=r, coupling=w, h=h, z=z)
-        return y, aux
 
 
 def gain_summary(modules: list[CouplingGainOscillatorAttention], seq_len: int) -> dict[str, float]:

@@ -10,7 +10,8 @@ the relative offset between query position i and anchor position j enters the co
     a_ij = (1 + z_i*·r_ij)^p / sum_l (1 + z_i*·r_il)^p      Eq. (5) on the rotated anchors
 
 w_ij (Eq. 2), the anchor map r_j = normalize(A e_j), W_V and W_O are those of
-:class:`~oscrepro.attention.fqo.FixedQueryOscillatorAttention` (inherited, same parameter names).
+:class:`~oscrepro.attention.fqo.FixedQueryOscillatorAttention` (inherited, same parameter names); the subclass
+overrides only its ``settle`` hook (Eqs. 3-4 and the cosines of 5) to use r_ij.
 
 Choices where App. C is silent (stated here and in the report):
 - **Rotation for d_osc > 2.** The paper runs the variant at d_osc = 2, where δ is one angle per offset. For
@@ -26,14 +27,12 @@ Choices where App. C is silent (stated here and in the report):
 
 from __future__ import annotations
 
-import math
-
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import Aux, causal_mask, merge_heads, split_heads
-from oscrepro.attention.fqo import NORM_EPS, FixedQueryOscillatorAttention
+from oscrepro.attention.fqo import FixedQueryOscillatorAttention, readout_from_cosines
+
+__all__ = ["RelPosAnchorOscillatorAttention", "readout_from_cosines", "relative_offsets", "rotate_anchor_pairs"]
 
 
 def relative_offsets(t: int, max_rel_dist: int, device: torch.device | None = None) -> Tensor:
@@ -61,14 +60,6 @@ def rotate_anchor_pairs(r: Tensor, angle: Tensor) -> Tensor:
     return rot
 
 
-def readout_from_cosines(cos: Tensor, p: float, mask: Tensor | None) -> Tensor:
-    """Eq. (5) given the cosines z_i·r_ij: (1 + cos)^p normalised over the visible j.  (B,H,T,T) -> (B,H,T,T)."""
-    num = (1.0 + cos.clamp(-1.0, 1.0)).pow(p)
-    if mask is not None:
-        num = num.masked_fill(~mask, 0.0)
-    return num / num.sum(dim=-1, keepdim=True).clamp_min(1e-12)
-
-
 class RelPosAnchorOscillatorAttention(FixedQueryOscillatorAttention):
     """Fixed-query oscillator attention whose anchors are rotated by a learned δ_h(i−j) (fqo App. C, L3)."""
 
@@ -89,31 +80,13 @@ class RelPosAnchorOscillatorAttention(FixedQueryOscillatorAttention):
         # δ_h(k): one angle per head, clipped offset k and rotation plane; 0 = the base mechanism.
         self.rel_angle = nn.Parameter(torch.zeros(n_heads, 2 * max_rel_dist + 1, d_osc // 2))
 
-    def fixed_point(self, h: Tensor) -> Tensor:
-        """Eq. (4) z* = h/||h|| (App. B eps). ODE inference swaps this method for an integrator."""
-        return F.normalize(h, dim=-1, eps=NORM_EPS)
-
     def pair_angles(self, t: int) -> Tensor:
         """δ_h(i−j) for every (head, i, j, plane): (H, T, T, P)."""
         return self.rel_angle[:, relative_offsets(t, self.max_rel_dist, self.rel_angle.device)]
 
-    def forward(self, x: Tensor, *, causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Aux]:
-        b, t, _ = x.shape
-        mask = causal_mask(t, x.device) if causal else None  # (T, T) True = visible
-        v = split_heads(self.v_proj(x), self.n_heads)  # (B, H, T, Dh)
-        r = F.normalize(split_heads(self.anchor_proj(x), self.n_heads), dim=-1, eps=NORM_EPS)  # (B, H, T, N)
-        f = split_heads(self.f_proj(x), self.n_heads)  # (B, H, T, Dh)
-        g = split_heads(self.g_proj(x), self.n_heads)  # (B, H, T, Dh)
-        w = F.softplus(f @ g.transpose(-2, -1) / math.sqrt(self.d_head))  # Eq. (2): (B, H, T, T)
-        if mask is not None:
-            w = w.masked_fill(~mask, 0.0)
-        r_ij = rotate_anchor_pairs(r, self.pair_angles(t).to(r.dtype))  # (B, H, T, T, N)
+    def settle(self, w: Tensor, r: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Eqs. (3)-(4) and the cosines of (5) on the rotated anchors r_ij: -> h, z (B,H,T,N), z_i·r_ij (B,H,T,T)."""
+        r_ij = rotate_anchor_pairs(r, self.pair_angles(r.shape[2]).to(r.dtype))  # (B, H, T, T, N)
         h = torch.einsum("bhij,bhijn->bhin", w, r_ij)  # Eq. (3) with rotated anchors: (B, H, T, N)
         z = self.fixed_point(h)  # Eq. (4)
-        cos = torch.einsum("bhin,bhijn->bhij", z, r_ij)  # (B, H, T, T)
-        a = readout_from_cosines(cos, self.p, mask)  # Eq. (5)
-        y = self.out(merge_heads(a @ v))  # Eq. (6): (B, T, D)
-        aux: Aux = {}
-        if need_weights:
-            aux.update(weights=a, anchors=r, coupling=w, h=h, z=z)
-        return y, aux
+        return h, z, torch.einsum("bhin,bhijn->bhij", z, r_ij)
