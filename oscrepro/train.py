@@ -30,6 +30,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger
 from omegaconf import DictConfig
 
 from oscrepro.tasks.base import DivergedError
+from oscrepro.utils.callbacks import EpochWallClock
 from oscrepro.utils.provenance import provenance
 from oscrepro.utils.run_record import RunRecord, run_id
 
@@ -84,7 +85,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         ckpt_dir = run_dir / "checkpoints"
         trainer: L.Trainer = instantiate(
             cfg.trainer, logger=loggers, default_root_dir=str(run_dir),
-            callbacks=[ModelCheckpoint(dirpath=str(ckpt_dir), save_last=True, save_top_k=0)],
+            callbacks=[ModelCheckpoint(dirpath=str(ckpt_dir), save_last=True, save_top_k=0), EpochWallClock()],
         )
         last = ckpt_dir / "last.ckpt"
         trainer.fit(task, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)

@@ -251,9 +251,10 @@ def fsn_table2(out_dir: Path, budget: str, source: str, rungs: list[dict[str, An
     rows = [{c: r.get(c, "—") for c in columns} for r in rows]
     if panels:
         notes.append(f"**Figure 3:** `{plot_figure3(panels, Path(out_dir) / 'fig3.png').name}`.")
-    clock = (f"history column `{time_column}`" if time_column else
-             "not logged per epoch by the run records: epoch e ends at train_wall_time_s × (e + 1) / epochs "
-             "(uniform epochs; includes data setup and the test pass)")
+    uniform = ("epoch e ends at train_wall_time_s × (e + 1) / epochs (uniform epochs; includes data setup and "
+               "the test pass)")
+    clock = (f"history column `{time_column}` (seconds since fit start) where the run logged it, else {uniform}"
+             if time_column else uniform)
     notes += [f"**Protocol (§4.6):** target = each transformer's final {metric}; FSN crossing = first epoch end "
               "at or below it, linearly interpolated between epoch ends (the first epoch end if already below); "
               "ratio = FSN crossing time / transformer total time; median [min, max] over FSN seeds. "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -27,6 +28,11 @@ def test_smoke_run_writes_complete_run_record(compose, results_dir):
     metrics = json.loads((rd / "metrics.json").read_text())
     for key in ("test/acc", "test/acc_hard", "val/acc", "test/attn_vs_correct", "n_params"):
         assert key in metrics
+    with open(rd / "history.csv") as fh:  # per-epoch wall-clock sits on the validation rows (fsn Table 2)
+        rows = [r for r in csv.DictReader(fh) if r.get("val/acc")]
+    walls = [float(r["time/wall_s"]) for r in rows]
+    assert len(walls) == metrics["epochs"] >= 1  # one value per validation epoch, none from the test pass
+    assert all(w > 0 for w in walls) and walls == sorted(walls)
 
 
 def test_finished_run_is_not_redone(compose, results_dir):
