@@ -66,7 +66,15 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if record.finished():
         log.info("run %s already finished (%s): skipped", run_dir, record.status()["status"])
         return {**record.metrics(), "status": record.status()["status"]}
+    with record.lock() as waited:  # one process trains a run at a time; a second one waits, then reads it
+        if waited and record.finished():
+            log.info("run %s finished by another process (%s)", run_dir, record.status()["status"])
+            return {**record.metrics(), "status": record.status()["status"]}
+        return _run(cfg, record, run_dir)
 
+
+def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
+    """Train, test and record one run (the caller holds the run's lock)."""
     record.start(cfg, {"run_id": run_dir.name, "experiment": str(cfg.experiment_name), **provenance()})
     t0 = time.time()
     loggers: list[Logger] = []

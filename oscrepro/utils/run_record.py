@@ -2,16 +2,22 @@
 
 The run id is a stable hash of the resolved config minus keys that do not change the result (paths, logging,
 progress display, table membership), so the same cell requested by two tables, or by a resumed sweep, maps to
-the same record and a finished run is never redone.
+the same record and a finished run is never redone. Two processes asking for the same run (two table builds
+sharing a cell, say fqo Table 4 and the ssa LM table's softmax baseline) never train it twice at once: the
+first holds an exclusive ``flock`` on ``<run-id>/lock`` while it trains; the second waits on it, then finds the
+run finished and reads its record.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
 import hashlib
 import json
 import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -58,6 +64,23 @@ class RunRecord:
     def metrics(self) -> dict[str, Any]:
         path = self.dir / "metrics.json"
         return json.loads(path.read_text()) if path.exists() else {}
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[bool]:
+        """Hold the run's exclusive lock for the block; yields whether another process held it first (then
+        this one waited for it to finish). Released when the block exits or the process dies."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / "lock", "w") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                waited = False
+            except BlockingIOError:
+                fcntl.flock(fh, fcntl.LOCK_EX)  # another process is training this run: wait for it
+                waited = True
+            try:
+                yield waited
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     def start(self, cfg: DictConfig, extra: dict[str, Any]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)

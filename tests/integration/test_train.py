@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 
 from oscrepro.train import run_dir_for, train
@@ -42,6 +46,32 @@ def test_finished_run_is_not_redone(compose, results_dir):
     second = train(cfg)
     assert second["test/acc"] == first["test/acc"]
     assert (_record(cfg) / "metrics.json").stat().st_mtime_ns == mtime
+
+
+def test_a_run_held_by_another_process_is_waited_for_not_retrained(compose, results_dir):
+    """Two table builds sharing a cell: the second waits on the first's lock and reads its record."""
+    cfg = compose(SMOKE + [f"paths.results_dir={results_dir}"])
+    rd = _record(cfg)
+    rd.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import fcntl, json, pathlib, time
+        d = pathlib.Path({str(rd)!r})
+        with open(d / "lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            (d / "held").touch()
+            time.sleep(1.5)
+            (d / "metrics.json").write_text(json.dumps({{"test/acc": 0.123}}))
+            (d / "status.json").write_text(json.dumps({{"status": "ok"}}))
+        """)])
+    try:
+        deadline = time.time() + 30
+        while not (rd / "held").exists() and time.time() < deadline:
+            time.sleep(0.05)
+        result = train(cfg)  # blocks until the holder releases, then finds the run finished
+    finally:
+        holder.wait(timeout=60)
+    assert result == {"test/acc": 0.123, "status": "ok"}
+    assert not (rd / "history.csv").exists()  # nothing was trained here
 
 
 def test_run_id_ignores_logging_and_paths_but_not_hyperparameters(compose, results_dir):
