@@ -2,9 +2,9 @@
 
 Both analyse models that Table 4 trains (``conf/table/fqo/table4.yaml``): Table 6 the TinyStories oscillator cells at
 d_osc 2, 8, 32, the ODE-inference table the WikiText-2 d_osc=2 cell. The run of a cell is found exactly as the table
-engine plans it (same overrides, same run id) under ``<results>/runs`` with ``<results> = results_root(out_dir)``. Missing
-runs are an error that names the command that trains them (``make table4 BUDGET=...``), except where the spec sets
-``train_missing`` (budget=smoke only: the runs take seconds and the table must build in the test suite).
+engine plans it (same overrides, same run id) under ``<results>/runs`` with ``<results> = results_root(out_dir)``.
+Missing runs are an error that names the command that trains them (``make table4 BUDGET=...``), except where the spec
+sets ``train_missing`` (budget=smoke only: the runs take seconds and the table must build in the test suite).
 
 Adapters are called by ``oscrepro.table`` as ``fn(out_dir=..., **spec.analysis)`` (with the budget's overrides
 applied) and return ``(columns, rows, notes)``; every ODE constant comes from the spec.

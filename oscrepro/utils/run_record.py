@@ -16,8 +16,8 @@ import fcntl
 import hashlib
 import json
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf

@@ -26,15 +26,8 @@ from oscrepro.analysis.kernel_reading import (
 from oscrepro.attention.fsn import FSNAttention
 from oscrepro.models.torus_lm import SwiGLUPhaseFFN, TorusLM
 from oscrepro.table import build_table
-from oscrepro.tables.fsn_analyses import (
-    Curve,
-    MissingRunsError,
-    cell_requests,
-    crossing_ratios,
-    crossing_time,
-    find_record,
-    read_curve,
-)
+from oscrepro.tables.fsn_analyses import MissingRunsError, cell_requests, find_record
+from oscrepro.tables.fsn_wallclock import Curve, crossing_ratios, crossing_time, read_curve
 from oscrepro.tables.spec import available_tables, load_spec
 
 RUNS_TABLES = ["fsn/table1", "fsn/ladder", "fsn/screen"]
