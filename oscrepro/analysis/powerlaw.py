@@ -69,7 +69,8 @@ def plot_figure6(panels: Sequence[dict[str, Any]], path: str | Path) -> list[dic
 
     Each panel dict: ``name``, ``d_osc`` (list), ``osc_mean`` (list), optional ``osc_std`` (list),
     ``softmax_mean`` (float), optional ``softmax_std`` (float). The gap Delta = osc - softmax is fitted
-    with :func:`fit_power_law`; the dashed curve is softmax_mean + C d^(-alpha). Returns the fits.
+    with :func:`fit_power_law`; the dashed curve is softmax_mean + C d^(-alpha). Returns the fits; a panel with
+    fewer than two positive gaps (no power law to fit) is still plotted, and its entry is ``{"name", "error"}``.
     """
     import matplotlib
 
@@ -83,20 +84,26 @@ def plot_figure6(panels: Sequence[dict[str, Any]], path: str | Path) -> list[dic
         d = np.asarray(p["d_osc"], dtype=np.float64)
         osc = np.asarray(p["osc_mean"], dtype=np.float64)
         sm = float(p["softmax_mean"])
-        fit = fit_power_law(d, osc - sm)
-        fits.append({"name": p["name"], **fit})
+        try:
+            fit = fit_power_law(d, osc - sm)
+        except ValueError as err:
+            fit = None
+            fits.append({"name": p["name"], "error": str(err)})
+        else:
+            fits.append({"name": p["name"], **fit})
         ax.errorbar(d, osc, yerr=p.get("osc_std"), fmt="o", capsize=3, label="oscillator")
         ax.axhline(sm, ls="--", color="k", lw=1, label="softmax")
         if p.get("softmax_std") is not None:
             ax.axhspan(sm - p["softmax_std"], sm + p["softmax_std"], color="k", alpha=0.08)
-        grid = np.geomspace(d.min(), d.max(), 100)
-        ax.plot(
-            grid,
-            sm + power_law(grid, fit["C"], fit["alpha"]),
-            "--",
-            color="C1",
-            label=rf"$\Delta \approx {fit['C']:.2f}\,d^{{-{fit['alpha']:.2f}}}$",
-        )
+        if fit is not None:
+            grid = np.geomspace(d.min(), d.max(), 100)
+            ax.plot(
+                grid,
+                sm + power_law(grid, fit["C"], fit["alpha"]),
+                "--",
+                color="C1",
+                label=rf"$\Delta \approx {fit['C']:.2f}\,d^{{-{fit['alpha']:.2f}}}$",
+            )
         ax.set(xscale="log", xlabel=r"$d_{osc}$", ylabel="validation PPL", title=p["name"])
         ax.set_xticks(d, [f"{v:g}" for v in d])
         ax.xaxis.set_minor_formatter(NullFormatter())

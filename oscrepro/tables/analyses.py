@@ -65,12 +65,12 @@ def fqo_figure6(spec: Any, cells: dict, out_dir: Path, panels: list[dict[str, An
             return [f"**Figure 6 ({p['name']}):** not fitted — some cells have no finished run."]
         data.append({"name": p["name"], "d_osc": p["d_osc"], "osc_mean": [c.mean for c in osc],
                      "osc_std": [0.0 if c.std != c.std else c.std for c in osc], "softmax_mean": sm.mean})
-    try:
-        fits = plot_figure6(data, out_dir / "fig6.png")
-    except ValueError as err:  # fewer than two positive gaps: say so instead of plotting
-        return [f"**Figure 6:** no power-law fit possible ({err})."]
+    fits = plot_figure6(data, out_dir / "fig6.png")
     notes = []
     for f in fits:
+        if "error" in f:  # fewer than two positive gaps: plotted, not fitted
+            notes.append(f"**Figure 6, {f['name']}:** no power-law fit possible ({f['error']}); data in `fig6.png`.")
+            continue
         ref = paper_fits.get(f["name"], [float("nan"), float("nan")])
         excl = f" ({len(f['excluded'])} non-positive gaps excluded: {f['excluded']})" if f["excluded"] else ""
         notes.append(f"**Figure 6 fit, {f['name']}:** Δ ≈ {f['C']:.2f}·d_osc^(−{f['alpha']:.2f}), "
