@@ -133,6 +133,17 @@ def test_plane_fast_path_matches_full_replica_outputs_and_gradients():
     assert gh_f.abs().max() > 1e-3
 
 
+def test_fused_plane_error_norm_matches_eager_reference():
+    """The torch.compile'd error norm (big batches) takes the same steps as the eager one: equal nfev, same z_T."""
+    h, z0 = _random_rows(400, 32, seed=5)
+    h = h * 4.0  # stiffer rows: more steps, more rejections
+    z_e, n_e, ok_e = dopri5_plane(h, z0, 30.0, compiled=False)
+    z_c, n_c, ok_c = dopri5_plane(h, z0, 30.0, compiled=True)
+    assert bool(ok_e.all()) and bool(ok_c.all())
+    assert torch.equal(n_c, n_e) and int(n_e.max()) > 100
+    torch.testing.assert_close(z_c, z_e, atol=1e-10, rtol=0)
+
+
 def _verdicts(t):
     return t["converged"].long() + 2 * t["apparent_antipodal"].long() + 4 * t["degenerate"].long()
 
