@@ -86,3 +86,35 @@ def test_check_has_power_against_wrong_dimension():
 def test_plot_writes_png(tmp_path):
     out = plot_figure2(figure2(d_oscs=(2, 8), n_samples=2000), tmp_path / "fig2.png")
     assert out.exists() and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_rqmc_agrees_to_0p01_at_paper_n():
+    # Randomised QMC at the paper's N = 10000: every d_osc within the 0.01 tolerance, with margin.
+    res = figure2(sampler="halton")
+    assert res["sampler"] == "halton"
+    assert all(c["max_abs_diff"] <= 0.005 for c in res["curves"]), [c["max_abs_diff"] for c in res["curves"]]
+
+
+@pytest.mark.parametrize("d", [4, 16])
+def test_rqmc_has_power_against_wrong_formula(d):
+    # The low-noise check must reject a slightly wrong Eq. (10): off by one dimension or a 5 % prefactor error.
+    # At d=16 Eq. (10) for d and d+1 differ by only 0.008, which i.i.d. noise at N=1e4 (std up to 0.005) hides.
+    alphas = alpha_grid(50)
+    mc = empirical_cap_fraction(d, alphas, 10_000, np.random.default_rng([0, d]), sampler="halton")
+    right = np.array([cap_probability(d, float(a)) for a in alphas])
+    bound = 0.003  # seed 0 gives 0.0013 at d = 4 and 16 (over 20 seeds and all paper d_osc: at most 0.0034)
+    assert np.abs(mc - right).max() <= bound
+    assert np.abs(mc - np.array([cap_probability(d + 1, float(a)) for a in alphas])).max() > 2 * bound
+    assert np.abs(mc - 1.05 * right).max() > 2 * bound
+
+
+def test_rqmc_points_are_marginally_gaussian():
+    # Unbiasedness rests on each Halton point mapping to N(0, I): check the moments and independence of coords.
+    from oscrepro.analysis.antipodal import gaussian_points
+
+    z = gaussian_points(8, 20_000, np.random.default_rng(3), sampler="halton")
+    assert np.isfinite(z).all()
+    assert np.abs(z.mean(0)).max() < 0.02
+    assert np.abs(np.cov(z.T) - np.eye(8)).max() < 0.03
+    with pytest.raises(ValueError, match="sampler"):
+        gaussian_points(8, 10, np.random.default_rng(0), sampler="sobol")
