@@ -16,11 +16,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def git_commit() -> str:
-    """Short commit hash of the repo, with ``+dirty`` when tracked files differ; ``unknown`` outside git."""
+    """Short commit hash of the repo, with ``+dirty`` when tracked files differ; ``unknown`` outside git.
+
+    Files under ``results/`` are outputs, not code: rebuilding one table must not mark the next one dirty.
+    """
     try:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)results"], cwd=REPO_ROOT,
                                capture_output=True, text=True, check=True).stdout.strip()
         return sha + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
