@@ -170,7 +170,7 @@ def strict_forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, chunk: int) ->
         dg = a.diagonal(offset=i0, dim1=1, dim2=2)
         diag[:, i0:i1] = dg
         dg.zero_()  # strict: the diagonal is added in closed form by the caller
-        out[:, i0:i1] = torch.bmm(a, v[:, :kend])
+        torch.bmm(a, v[:, :kend], out=out[:, i0:i1])  # strided out=: no temporary + copy
         probs.append(a)
     return out, diag, probs
 
@@ -179,21 +179,30 @@ def strict_backward(q: Tensor, k: Tensor, v: Tensor, probs: list[Tensor], diag: 
                     causal: bool, chunk: int) -> tuple[Tensor, Tensor, Tensor]:
     """Hand-written backward of :func:`strict_forward`; with P the full softmax (strict weights + diagonal):
     dv = A_strict^T dout; dP = dout v^T off the diagonal, ddiag on it; dS = P * (dP - rowsum(P * dP));
-    dq = dS k, dk = dS^T q. dk and dv accumulate in place (no per-chunk full-size zero gradients)."""
+    dq = dS k, dk = dS^T q. dk and dv accumulate in place (no per-chunk full-size zero gradients): chunks run
+    last to first, and the last chunk sees every key (kend = T), so it initialises dk and dv with ``out=``."""
     t = q.shape[1]
-    dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
-    for a, i0 in zip(probs, range(0, t, chunk), strict=True):
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    starts = list(range(0, t, chunk))
+    for a, i0 in reversed(list(zip(probs, starts, strict=True))):
         i1 = min(t, i0 + chunk)
         kend = i1 if causal else t
+        first = i0 == starts[-1]  # kend == t here, causal or not
         do = dout[:, i0:i1]  # (BH, Tq, F)
-        dv[:, :kend].baddbmm_(a.transpose(1, 2), do)
+        if first:
+            torch.bmm(a.transpose(1, 2), do, out=dv)
+        else:
+            dv[:, :kend].baddbmm_(a.transpose(1, 2), do)
         da = torch.bmm(do, v[:, :kend].transpose(1, 2))  # (BH, Tq, Tk): dP off the diagonal
         dd, pd = ddiag[:, i0:i1], diag[:, i0:i1]
         rowsum = (a * da).sum(dim=-1) + pd * dd  # sum_u P_tu dP_tu, (BH, Tq)
         ds = a * (da - rowsum[..., None])
         ds.diagonal(offset=i0, dim1=1, dim2=2).copy_(pd * (dd - rowsum))
-        dq[:, i0:i1] = torch.bmm(ds, k[:, :kend])
-        dk[:, :kend].baddbmm_(ds.transpose(1, 2), q[:, i0:i1])
+        torch.bmm(ds, k[:, :kend], out=dq[:, i0:i1])
+        if first:
+            torch.bmm(ds.transpose(1, 2), q[:, i0:i1], out=dk)
+        else:
+            dk[:, :kend].baddbmm_(ds.transpose(1, 2), q[:, i0:i1])
     return dq, dk, dv
 
 
