@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 import traceback
 from pathlib import Path
@@ -30,6 +29,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger
 from omegaconf import DictConfig
 
 from oscrepro.tasks.base import DivergedError
+from oscrepro.utils import history
 from oscrepro.utils.callbacks import EpochWallClock
 from oscrepro.utils.provenance import provenance
 from oscrepro.utils.run_record import RunRecord, run_id
@@ -89,13 +89,21 @@ def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
         dims = {k: getattr(datamodule, k, None) for k in ("vocab_size", "n_features", "n_classes")}
         model = instantiate(cfg.model, **{k: v for k, v in dims.items() if v is not None})
         task = instantiate(cfg.task, model=model)
-        loggers = _loggers(cfg, run_dir)
         ckpt_dir = run_dir / "checkpoints"
+        last = ckpt_dir / "last.ckpt"
+        wall_offset = 0.0
+        if last.exists():  # resume: keep the history logged up to the checkpoint (the CSV logger would delete it)
+            ckpt_epoch = int(torch.load(last, map_location="cpu", weights_only=False, mmap=True)["epoch"])
+            wall_offset = history.set_aside(run_dir / "logs", ckpt_epoch)
+            log.info("resuming %s after epoch %d", run_dir.name, ckpt_epoch)
+        loggers = _loggers(cfg, run_dir)
         trainer: L.Trainer = instantiate(
             cfg.trainer, logger=loggers, default_root_dir=str(run_dir),
-            callbacks=[ModelCheckpoint(dirpath=str(ckpt_dir), save_last=True, save_top_k=0), EpochWallClock()],
+            # save_top_k=1 (no monitor: the newest epoch) so a checkpoint exists after every epoch; last.ckpt links
+            # to it. (save_top_k=0 would write last.ckpt only when training ends: nothing to resume from.)
+            callbacks=[ModelCheckpoint(dirpath=str(ckpt_dir), save_last="link", save_top_k=1),
+                       EpochWallClock(offset_s=wall_offset)],
         )
-        last = ckpt_dir / "last.ckpt"
         trainer.fit(task, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
         val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
         test = trainer.test(task, datamodule=datamodule, verbose=False)[0]
@@ -111,9 +119,7 @@ def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
         extra = {"reason": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
         log.error("run %s failed:\n%s", run_dir.name, extra["traceback"])
     finally:
-        history = run_dir / "logs" / "metrics.csv"
-        if history.exists():
-            shutil.copyfile(history, run_dir / "history.csv")
+        history.merge(run_dir / "logs", run_dir / "history.csv")
         _finish_wandb(loggers)
     metrics["train_wall_time_s"] = round(time.time() - t0, 2)
     record.finish(status, metrics, extra)

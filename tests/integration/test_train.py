@@ -104,3 +104,35 @@ def test_seed_zero_is_a_seed(compose, tmp_path):
     r0 = train(compose(SMOKE + ["seed=0", f"paths.results_dir={tmp_path / 'a'}"]))
     r1 = train(compose(SMOKE + ["seed=1", f"paths.results_dir={tmp_path / 'b'}"]))
     assert r0["val/loss"] != r1["val/loss"]
+
+
+def test_interrupted_run_resumes_and_keeps_its_history(compose, results_dir, monkeypatch):
+    """A run that fails after epoch 0 resumes from last.ckpt; history.csv holds every epoch once, and the
+    wall-clock column continues from the checkpoint instead of restarting (Lightning's CSV logger would have
+    deleted the rows logged before the interruption)."""
+    import oscrepro.train as train_mod
+    from oscrepro.utils.callbacks import EpochWallClock
+
+    class CrashAtEpoch1(EpochWallClock):
+        def on_train_epoch_start(self, trainer, pl_module):
+            if trainer.current_epoch == 1:
+                raise RuntimeError("simulated preemption")
+
+    cfg = compose(SMOKE + [f"paths.results_dir={results_dir}", "trainer.max_epochs=3"])
+    monkeypatch.setattr(train_mod, "EpochWallClock", CrashAtEpoch1)
+    assert train(cfg)["status"] == "failed"
+    rd = _record(cfg)
+    assert (rd / "checkpoints" / "last.ckpt").exists()
+    monkeypatch.setattr(train_mod, "EpochWallClock", EpochWallClock)
+    result = train(cfg)
+    assert result["status"] == "ok" and result["epochs"] == 3
+    with open(rd / "history.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    val = [r for r in rows if r.get("val/acc")]
+    assert [int(r["epoch"]) for r in val] == [0, 1, 2]
+    walls = [float(r["time/wall_s"]) for r in val]
+    assert walls == sorted(walls) and walls[0] > 0
+    train_epochs = [int(r["epoch"]) for r in rows if r.get("train/loss_epoch")]
+    assert train_epochs == [0, 1, 2], "rows logged before the interruption were lost or repeated"
+    with open(rd / "logs" / "metrics.csv") as fh:  # the second attempt resumed at epoch 1, it did not restart
+        assert {int(r["epoch"]) for r in csv.DictReader(fh) if r.get("train/loss_epoch")} == {1, 2}

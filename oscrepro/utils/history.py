@@ -1,0 +1,57 @@
+"""A run's history.csv across interruptions: the rows logged before a resume are kept, not overwritten.
+
+Lightning's ``CSVLogger`` deletes ``logs/metrics.csv`` when it starts in a non-empty directory, so a run that
+resumes from ``checkpoints/last.ckpt`` would lose every row from before the interruption. train.py therefore
+moves the old file aside (:func:`set_aside`) before the logger starts, and afterwards writes history.csv as the
+kept rows followed by the new ones (:func:`merge`). Kept rows are those of epochs up to the checkpoint's;
+rows of the interrupted epoch after it are dropped, because the resumed run trains that epoch again.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from oscrepro.utils.callbacks import WALL_COLUMN
+
+PRIOR_NAME = "metrics.before_resume.csv"
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _write(path: Path, rows: list[dict[str, str]]) -> None:
+    keys = sorted({k for r in rows for k in r})
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def set_aside(log_dir: Path, ckpt_epoch: int) -> float:
+    """Before a resume: fold ``log_dir/metrics.csv`` into ``log_dir/metrics.before_resume.csv``, keeping rows of
+    epochs <= ``ckpt_epoch`` (the last completed epoch in the checkpoint). Returns the last ``time/wall_s`` kept
+    (0.0 if none), the offset the resumed run's wall-clock continues from."""
+    prior, current = log_dir / PRIOR_NAME, log_dir / "metrics.csv"
+    rows = [r for r in _read(prior) + _read(current) if r.get("epoch", "") != "" and int(r["epoch"]) <= ckpt_epoch]
+    if current.exists():
+        current.unlink()
+    if not rows:
+        prior.unlink(missing_ok=True)
+        return 0.0
+    _write(prior, rows)
+    walls = [float(r[WALL_COLUMN]) for r in rows if r.get(WALL_COLUMN)]
+    return walls[-1] if walls else 0.0
+
+
+def merge(log_dir: Path, out: Path) -> bool:
+    """Write ``out`` (history.csv) = rows kept from before resumes + this attempt's rows. False if none exist."""
+    rows = _read(log_dir / PRIOR_NAME) + _read(log_dir / "metrics.csv")
+    if not rows:
+        return False
+    _write(out, rows)
+    return True
