@@ -19,8 +19,9 @@ tolerance: one fraction near 1/2 has std 0.005, so the max over the grid exceeds
 14 % of seeds per d_osc. ``"halton"`` (beyond the paper) is randomised quasi-Monte Carlo. It uses a
 scrambled Halton point set in [0, 1)^d, mapped through the normal inverse CDF and normalised. Every
 point is still marginally z ~ N(0, I)/||z||, so the estimator is unbiased, but the point set is
-evenly spread: at the same N the max error is about 4x smaller (20 seeds: mean 0.0016 vs 0.0064). That separates "Eq. (10) is right"
-from "this draw was lucky". Both are reported; the figure's markers use the configured sampler.
+evenly spread: at the same N the max error is about 4x smaller (20 seeds: mean 0.0016 vs 0.0064).
+That separates "Eq. (10) is right" from "this draw was lucky". Both are reported; the figure's
+markers use the configured sampler.
 """
 
 from __future__ import annotations
