@@ -11,8 +11,9 @@ Appendix B reports 3.7x on an A100: 263k vs 965k tokens/s).
 
 The GEMM FLOPs of one step (``torch.utils.flop_counter``) are reported per model as well: their ratio is the
 step-time ratio a purely GEMM-bound implementation would reach, so it tells how far elementwise overhead or
-kernel efficiency is from the work the two architectures need. Wall-clock and process CPU time are both reported; on a machine shared with other jobs, use ``--threads 1`` and
-read the CPU-time ratio (wall time then mostly measures the other jobs).
+kernel efficiency is from the work the two architectures need. Wall-clock and process CPU time are both
+reported; on a machine shared with other jobs, use ``--threads 1`` and read the CPU-time ratio (wall time then
+mostly measures the other jobs).
 """
 
 from __future__ import annotations
