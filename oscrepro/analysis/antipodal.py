@@ -157,7 +157,7 @@ def plot_figure2(result: dict[str, Any], path: str | Path, overlay: dict[str, An
         ylim=(0.3 / result["n_samples"], 1.0),
         xlabel=r"$\alpha$ (rad)",
         ylabel=r"Pr(angle$(z(0), -z^*) < \alpha$)",
-        title=f"Prop. 4 / Eq. (10), N={result['n_samples']} (o {result.get('sampler', 'iid')}"
+        title=f"Prop. 4 / Eq. (10), N={result['n_samples']} (o {result['sampler']}"
         + (f", x {overlay['sampler']})" if overlay is not None else ")"),
     )
     ax.legend(fontsize=7, ncol=2)

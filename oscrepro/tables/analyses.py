@@ -10,7 +10,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from oscrepro.analysis.antipodal import figure2, plot_figure2
+from oscrepro.analysis.antipodal import KS_CRIT_1PCT, figure2, plot_figure2
 
 
 def fqo_figure2(out_dir: Path, d_oscs: list[int], n_samples: int, n_alpha: int, seed: int,
@@ -58,7 +58,7 @@ def fqo_figure2(out_dir: Path, d_oscs: list[int], n_samples: int, n_alpha: int, 
              + "); curves in `fig2_curves.csv`.",
              f"**Noise scale:** at N={n_samples} one i.i.d. MC fraction near 1/2 has std "
              f"{0.5 / n_samples ** 0.5:.4f}, so the max over {n_alpha} grid points can exceed {tolerance} by chance "
-             "for some d_osc; the KS column calibrates that (critical value 1.63 at 1 %).",
+             f"for some d_osc; the KS column calibrates that (critical value {KS_CRIT_1PCT} at 1 %).",
              "**Paper:** Figure 2 states agreement within sampling noise (no table of numbers to compare)."]
     if other:
         notes.append(f"**Beyond the paper:** `{sampler_check}` is randomised quasi-Monte Carlo at the same N: every "

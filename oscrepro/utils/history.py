@@ -48,10 +48,8 @@ def set_aside(log_dir: Path, ckpt_epoch: int) -> float:
     return walls[-1] if walls else 0.0
 
 
-def merge(log_dir: Path, out: Path) -> bool:
-    """Write ``out`` (history.csv) = rows kept from before resumes + this attempt's rows. False if none exist."""
+def merge(log_dir: Path, out: Path) -> None:
+    """Write ``out`` (history.csv) = rows kept from before resumes + this attempt's rows (nothing if none exist)."""
     rows = _read(log_dir / PRIOR_NAME) + _read(log_dir / "metrics.csv")
-    if not rows:
-        return False
-    _write(out, rows)
-    return True
+    if rows:
+        _write(out, rows)
