@@ -85,7 +85,7 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         fn = get_method(spec.analysis["_target_"])
         kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets")}
         kwargs.update((spec.analysis.get("budgets") or {}).get(budget, {}))
-        columns, rows, notes = fn(out_dir=out_dir, **kwargs)
+        columns, rows, notes = fn(out_dir=out_dir, budget=budget, results_dir=results, **kwargs)
         return render_analysis_table(spec, budget, columns, rows, out_dir, notes)
 
     # one sweep-level progress line instead of a progress bar per run (the bar does not change the run id)
@@ -107,7 +107,8 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
     notes: list[str] = []
     if spec.post:
         post = get_method(spec.post["_target_"])
-        notes = post(spec=spec, cells=agg, out_dir=out_dir, **{k: v for k, v in spec.post.items() if k != "_target_"})
+        notes = post(spec=spec, cells=agg, out_dir=out_dir, budget=budget, results_dir=results,
+                     **{k: v for k, v in spec.post.items() if k != "_target_"})
     path = render_runs_table(spec, budget, agg, out_dir, data, dict(statuses), notes)
     print(f"[table {key}] wrote {path} and {path.with_suffix('.csv')}", flush=True)
     return path

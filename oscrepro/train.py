@@ -32,6 +32,7 @@ from oscrepro.tasks.base import DivergedError
 from oscrepro.utils import history
 from oscrepro.utils.callbacks import EpochWallClock
 from oscrepro.utils.provenance import provenance
+from oscrepro.utils.quiet import expected_on_resume, quiet_third_party
 from oscrepro.utils.run_record import RunRecord, run_id
 
 log = logging.getLogger("oscrepro.train")
@@ -61,6 +62,7 @@ def _finish_wandb(loggers: list[Logger]) -> None:
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Run (or skip, if finished) one configured training job; returns its metrics (``status`` included)."""
+    quiet_third_party()  # here, not only in main: in-process table builds and joblib workers call train() too
     run_dir = run_dir_for(cfg)
     record = RunRecord(run_dir)
     if record.finished():
@@ -104,7 +106,8 @@ def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
             callbacks=[ModelCheckpoint(dirpath=str(ckpt_dir), save_last="link", save_top_k=1),
                        EpochWallClock(offset_s=wall_offset)],
         )
-        trainer.fit(task, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
+        with expected_on_resume(last.exists()):  # Lightning's "dir exists and is not empty": our own checkpoint
+            trainer.fit(task, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
         val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
         test = trainer.test(task, datamodule=datamodule, verbose=False)[0]
         metrics = {**val, **{k: float(v) for k, v in test.items()},

@@ -4,13 +4,27 @@ Every mechanism in ``oscrepro.attention`` is an ``nn.Module`` built as
 ``Mechanism(d_model=..., n_heads=..., layer_idx=..., **hyperparameters)`` by the backbone (Hydra
 ``_partial_`` factory, one call per layer) and called as
 
-    y, aux = attn(x, causal=False, need_weights=False)   # x: (B, T, D) -> y: (B, T, D)
+    y, aux = attn(x, causal=False, pos=None, times=None, need_weights=False)   # x: (B, T, D) -> y: (B, T, D)
 
-``aux`` is an empty dict unless ``need_weights=True``; then it holds the mechanism's internals
-(attention weights, fixed points, sync matrices, ...) so that analyses never re-implement them.
+(all arguments after ``x`` keyword-only):
+
+* ``causal``: output i may depend on inputs j <= i only (checked by gradient in the contract test).
+* ``pos``: (B, T) integer token positions; ``None`` means 0..T-1, and passing those gives the same output. No
+  mechanism reads it yet: the position-aware ones (Kuramoto's RoPE phase drift, fqo_relpos' offsets i - j) use
+  the index positions 0..T-1, so today ``pos`` is accepted and ignored like ``times`` below.
+* ``times``: (B, T) float irregular observation timestamps of the tokens, for continuous-time mechanisms
+  (OsciFormer, ContiFormer), which set ``continuous_time = True``. Every other mechanism is discrete in its
+  token index: it accepts ``times`` and ignores it, so a backbone passes ``times`` through whatever
+  mechanism it hosts, and its output with ``times`` equals its output without.
+* ``need_weights``: ``aux`` is an empty dict unless it is ``True``; then it holds the mechanism's internals
+  (attention weights, fixed points, sync matrices, ...) so that analyses never re-implement them.
+
+Torus-phase coupling laws (``kuramoto``, ``fsn``) have the same call, with ``x`` the phases (B, T, k) and ``y``
+a tangent update of the same shape (see ``oscrepro.models.torus_lm``).
 """
-
 from __future__ import annotations
+
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -38,6 +52,8 @@ def causal_mask(t: int, device: torch.device | None = None) -> Tensor:
 class AttentionBase(nn.Module):
     """Base class: stores the shape arguments every mechanism receives from the backbone."""
 
+    continuous_time: ClassVar[bool] = False  # True: the output depends on ``times`` (continuous-time mechanisms)
+
     def __init__(self, d_model: int, n_heads: int, layer_idx: int = 0) -> None:
         super().__init__()
         if d_model % n_heads:
@@ -47,5 +63,7 @@ class AttentionBase(nn.Module):
         self.d_head = d_model // n_heads
         self.layer_idx = layer_idx
 
-    def forward(self, x: Tensor, *, causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Aux]:
+    def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Aux]:
+        """(B, T, D) -> ((B, T, D), aux); the contract is in the module docstring."""
         raise NotImplementedError

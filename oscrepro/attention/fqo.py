@@ -108,7 +108,8 @@ class FixedQueryOscillatorAttention(AttentionBase):
             z = self.fixed_point(h)  # Eq. (4)
         return h, z, z @ r.transpose(-2, -1)
 
-    def forward(self, x: Tensor, *, causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Aux]:
+    def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Aux]:
         b, t, _ = x.shape
         mask = causal_mask(t, x.device) if causal else None  # (T, T) True = visible
         v = split_heads(self.v_proj(x), self.n_heads)  # (B, H, T, Dh)

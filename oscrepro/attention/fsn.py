@@ -162,7 +162,8 @@ class FSNAttention(KuramotoAttention):
         w = self.complex_weights()
         return w[0], (w[1] if self.delay else None)
 
-    def forward(self, x: Tensor, *, causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Aux]:
+    def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Aux]:
         z = phasors(x)  # (B, T, k) complex
         g = self.phase_gates(z)
         h, t = self.n_heads, x.shape[1]

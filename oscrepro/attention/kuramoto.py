@@ -29,7 +29,7 @@ are divided by their coordinate mean (floor 1e-6); the value gate is signed (ide
 
 Choices where the paper is silent (documented here and in the report):
 * tau is one learned scalar shared across layers, like the gates (stored as log tau, init sqrt(k)); this is
-  consistent with the exact Table 3 counts (``tests/unit/test_fsn_params.py``; a per-layer tau would add 3).
+  consistent with the exact Table 3 counts (``tests/unit/models/test_fsn_params.py``; a per-layer tau would add 3).
 * omega_c = base^(-c/k), c = 0..k-1 (the RoPE spectrum of a 2k-dim rotary embedding), fixed, base 10000.
 * ``n_heads > 1`` splits the k coordinates into contiguous groups, each with its own softmax (the paper uses 1).
 * When a backbone shares one :class:`PhaseGates` across layers it passes it as ``gates=``; standalone use
@@ -249,7 +249,8 @@ class KuramotoAttention(AttentionBase):
     def phase_gates(self) -> PhaseGates:
         return self.own_gates if self.own_gates is not None else self._shared[0]
 
-    def forward(self, x: Tensor, *, causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Aux]:
+    def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Aux]:
         z = phasors(x)  # (B, T, k) complex
         g = self.phase_gates(z)
         h, kh = self.n_heads, self.d_head

@@ -22,7 +22,8 @@ class SoftmaxAttention(AttentionBase):
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(self, x: Tensor, *, causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Aux]:
+    def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Aux]:
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))  # (B, H, T, Dh)
         aux: Aux = {}

@@ -290,7 +290,8 @@ class SelectiveSynchronizationAttention(AttentionBase):
                 nn.init.normal_(lin.weight, std=init_std)
                 nn.init.zeros_(lin.bias)
 
-    def forward(self, x: Tensor, *, causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Aux]:
+    def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Aux]:
         b, n, _ = x.shape
         omega = split_heads(self.w_omega(x), self.n_heads)  # (B, H, N, d)
         theta = split_heads(self.w_theta(x), self.n_heads)  # (B, H, N, d)

@@ -5,7 +5,7 @@ stream; window k is the chunk ``c = ids[k*stride : k*stride + T + 1]``, ``x = c[
 T = ``seq_len`` = 256 (512 in the long-context arm), training stride 64 and evaluation stride 128 (Table 3:
 "training stride 64, evaluation stride 128"); val/test windows therefore overlap by T - 128 characters and every
 window is scored on all T targets (what the copy-depth token counts of App. C imply). ``eval_chunks`` gives the
-(N, T+1) chunks that :func:`oscrepro.analysis.copy_depth.target_depths` labels.
+(N, T+1) chunks that :func:`oscrepro.papers.fsn.copy_depth.target_depths` labels.
 
 Corpora and choices (the paper states only "character-level; 205 symbols (enwik8), 97 symbols (code)"):
   * enwik8: the 100,000,000-byte file from http://mattmahoney.net/dc/enwik8.zip (member ``enwik8``), sha256
@@ -35,12 +35,12 @@ import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
-import lightning as L
 import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
+from oscrepro.data.base import DataModuleBase
 from oscrepro.data.fingerprint import fingerprint_files
 from oscrepro.data.paths import candidate_dirs, download_root, find_dataset, missing_dataset_error
 
@@ -109,7 +109,7 @@ def split_by_percent(ids: np.ndarray, percent: tuple[int, ...]) -> dict[str, np.
     return {"train": ids[:a], "val": ids[a:b], "test": ids[b:]}
 
 
-class CharLevelDataModule(L.LightningDataModule):
+class CharLevelDataModule(DataModuleBase):
     """Shared windowing, loaders and attributes; subclasses implement :meth:`_load`."""
 
     def __init__(self, data_dir: str | None = None, seq_len: int = 256, train_stride: int = 64,
@@ -118,11 +118,6 @@ class CharLevelDataModule(L.LightningDataModule):
         super().__init__()
         self.data_dir, self.seq_len, self.batch_size, self.num_workers = data_dir, seq_len, batch_size, num_workers
         self.train_stride, self.eval_stride, self.max_chars = train_stride, eval_stride, max_chars
-        self.vocab_size: int | None = None
-        self.n_features: int | None = None
-        self.n_classes: int | None = None
-        self.source: str = ""
-        self.fingerprint: str = ""
         self.symbols: list[bytes] = []  # id -> symbol (one byte each)
         self.splits: dict[str, np.ndarray] = {}
 
@@ -212,7 +207,7 @@ class Enwik8DataModule(CharLevelDataModule):
             "enwik8", candidate_dirs("enwik8", self.data_dir),
             f"  - download {self.url} (the zip, 36 MB; member 'enwik8' = 100,000,000 bytes, sha256 "
             f"{ENWIK8_SHA256}) into <root>/enwik8/enwik8.zip,\n  - or set data.download=true (needs network),\n"
-            f"  - or train on the offline stand-in: data=enwik8_standin (WikiText-2 as characters).")
+            f"  - or train on the offline stand-in: data=standin/enwik8 (WikiText-2 as characters).")
 
     def _load(self) -> tuple[dict[str, np.ndarray], list[bytes], str, list[Path]]:
         path = self._locate()
@@ -279,7 +274,7 @@ class CodeParrotDataModule(CharLevelDataModule):
             return root / self.file_name
         how = (f"  - run once with network and data.download=true: streams {self.hub_name} (train split) with "
                f"datasets and writes the first {self.n_chars:,} characters to <root>/codeparrot/{self.file_name},\n"
-               "  - or train on the offline stand-in: data=codeparrot_standin (CPython stdlib).")
+               "  - or train on the offline stand-in: data=standin/codeparrot (CPython stdlib).")
         if not self.download:
             raise missing_dataset_error("codeparrot", candidate_dirs("codeparrot", self.data_dir), how)
         dest = download_root(self.data_dir) / "codeparrot" / self.file_name

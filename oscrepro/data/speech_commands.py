@@ -38,12 +38,12 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import lightning as L
 import soundfile as sf
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
+from oscrepro.data.base import DataModuleBase
 from oscrepro.data.fingerprint import fingerprint_files, fingerprint_params
 from oscrepro.data.paths import cache_dir, candidate_dirs, download_root, find_dataset, missing_dataset_error
 
@@ -206,7 +206,7 @@ def download_speech_commands(
     return dest
 
 
-class SpeechCommandsDataModule(L.LightningDataModule):
+class SpeechCommandsDataModule(DataModuleBase):
     """10-keyword Speech Commands v0.02 with a 40 x 49 log-mel front end (fqo App. B, KWS)."""
 
     def __init__(
@@ -238,11 +238,8 @@ class SpeechCommandsDataModule(L.LightningDataModule):
         self.val_percent, self.test_percent = val_percent, test_percent
         self.max_per_class, self.data_seed = max_per_class, data_seed
         self.download, self.cache_override = download, cache_dir
-        self.vocab_size: int | None = None
-        self.n_features: int | None = n_mels
-        self.n_classes: int | None = len(self.keywords)
-        self.source: str = ""
-        self.fingerprint: str = ""
+        self.n_features, self.n_classes = n_mels, len(self.keywords)
+        self.seq_len = self.fe.n_frames  # T = 49 frames: 1 s at hop 320, n_fft 640
         self.splits: dict[str, TensorDataset] = {}
         self.split_files: dict[str, list[str]] = {}
         self.feature_mean: Tensor | None = None  # (F,) train statistics, set in setup

@@ -11,11 +11,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 
-import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from oscrepro.data.base import FINGERPRINT_HEX, DataModuleBase
 from oscrepro.data.sva import N_CLASSES, VOCAB, SVAExample, generate
 
 
@@ -71,7 +71,7 @@ def collate(items: list[tuple[torch.Tensor, int, dict]]) -> tuple[torch.Tensor, 
     return x, y, meta
 
 
-class SVADataModule(L.LightningDataModule):
+class SVADataModule(DataModuleBase):
     """40K/4K/4K synthetic agreement sentences (App. B), generated from ``data_seed``."""
 
     def __init__(self, n_train: int = 40_000, n_val: int = 4_000, n_test: int = 4_000, data_seed: int = 0,
@@ -79,11 +79,8 @@ class SVADataModule(L.LightningDataModule):
         super().__init__()
         self.n_train, self.n_val, self.n_test = n_train, n_val, n_test
         self.data_seed, self.batch_size = data_seed, batch_size
-        self.vocab_size: int | None = len(VOCAB)
-        self.n_features: int | None = None
-        self.n_classes: int | None = N_CLASSES
+        self.vocab_size, self.n_classes = len(VOCAB), N_CLASSES
         self.source = f"synthetic SVA (oscrepro.data.sva), {n_train}/{n_val}/{n_test}, data_seed={data_seed}"
-        self.fingerprint = ""
         self.splits: dict[str, SVADataset] = {}
 
     def setup(self, stage: str | None = None) -> None:
@@ -96,7 +93,8 @@ class SVADataModule(L.LightningDataModule):
         digest = hashlib.sha256()
         for ds in self.splits.values():
             digest.update(repr([e.ids + (e.label,) for e in ds.examples]).encode())
-        self.fingerprint = digest.hexdigest()[:16]
+        self.fingerprint = digest.hexdigest()[:FINGERPRINT_HEX]
+        self.seq_len = max((int(ds.lengths.max()) for ds in self.splits.values() if len(ds)), default=None)  # T <= 8
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         ds = self.splits[split]

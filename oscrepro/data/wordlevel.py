@@ -43,13 +43,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import lightning as L
 import torch
 from tokenizers import Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordLevel
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
+from oscrepro.data.base import DataModuleBase
 from oscrepro.data.fingerprint import fingerprint_files, fingerprint_params
 from oscrepro.data.paths import cache_dir, candidate_dirs, download_root, missing_dataset_error
 
@@ -248,7 +248,7 @@ def fetch_from_hub(spec: CorpusSpec, dest: Path) -> Path:
     return dest
 
 
-class WordLMDataModule(L.LightningDataModule):
+class WordLMDataModule(DataModuleBase):
     """Word-level LM streams for WikiText-2 (vocab 10K) or TinyStories (vocab 8K), T=50 windows (fqo App. B)."""
 
     def __init__(
@@ -275,11 +275,6 @@ class WordLMDataModule(L.LightningDataModule):
         self.lowercase, self.pretokenizer, self.skip_blank_lines = lowercase, pretokenizer, skip_blank_lines
         self.max_train_tokens, self.download = max_train_tokens, download
         self.cache_override, self.num_workers = cache_dir, num_workers
-        self.vocab_size: int | None = None
-        self.n_features: int | None = None
-        self.n_classes: int | None = None
-        self.source: str = ""
-        self.fingerprint: str = ""
         self.tokenizer: Tokenizer | None = None
         self.streams: dict[str, Tensor] = {}
 

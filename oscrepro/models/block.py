@@ -48,8 +48,10 @@ class TransformerBlock(nn.Module):
         self.ffn = FeedForward(d_model, d_ff, dropout)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, *, causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Aux]:
-        a, aux = self.attn(self.ln1(x), causal=causal, need_weights=need_weights)  # (B, T, D)
+    def forward(self, x: Tensor, *, causal: bool = False, times: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Aux]:
+        """(B, T, D) -> ((B, T, D), aux); ``times`` (B, T) goes to the mechanism (continuous-time ones read it)."""
+        a, aux = self.attn(self.ln1(x), causal=causal, times=times, need_weights=need_weights)  # (B, T, D)
         x = x + self.drop(a)
         x = x + self.drop(self.ffn(self.ln2(x)))
         return x, aux

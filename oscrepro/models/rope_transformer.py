@@ -139,7 +139,10 @@ class RopeTransformerLM(nn.Module):
         self.norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
         self.head = nn.Linear(d_model, vocab_size)
 
-    def forward(self, x: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Aux]]:
+    def forward(self, x: Tensor, need_weights: bool = False, *, times: Tensor | None = None
+                ) -> tuple[Tensor, list[Aux]]:
+        """tokens (B, T) -> logits (B, T, V). ``times`` is accepted like every backbone's and unused: the built-in
+        RoPE softmax attention is discrete-time (positions are token indices)."""
         h = self.drop(self.embed(x))  # (B, T, D)
         auxes: list[Aux] = []
         for block in self.blocks:

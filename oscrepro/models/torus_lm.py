@@ -24,7 +24,7 @@ coordinates): the raw update keeps its direction and takes the norm of the refer
 learned scalar per layer and pathway, init 2 pi. A 1e-12 floor inside both square roots keeps x = 0 finite.
 
 Choices where the paper is silent, made so that the Table 3 parameter counts come out exact (derivation in
-``tests/unit/test_fsn_params.py``; other splits of the same 8k + 10 leftover parameters are possible): the SwiGLU
+``tests/unit/models/test_fsn_params.py``; other splits of the same 8k + 10 leftover parameters are possible): the SwiGLU
 block is LayerNorm(k) (weight + bias) -> W1, W3: k -> 2k, W2: 2k -> k (no biases) on the raw phases; tau is
 shared, and the readout temperature is one scalar. Not constrained by the counts: embedding and prototype phases
 start uniform on [-pi, pi); tau_r starts at sqrt(k) (coherence sums have std ~ sqrt(k/2)); dropout (Table 3: 0.1)
@@ -86,8 +86,9 @@ class TorusLayer(nn.Module):
         self.alpha_ffn = nn.Parameter(torch.tensor(float(alpha_init)))
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, theta: Tensor, *, need_weights: bool = False) -> tuple[Tensor, Aux]:
-        upd, aux = self.attn(theta, causal=True, need_weights=need_weights)  # (B, T, k)
+    def forward(self, theta: Tensor, *, times: Tensor | None = None, need_weights: bool = False
+                ) -> tuple[Tensor, Aux]:
+        upd, aux = self.attn(theta, causal=True, times=times, need_weights=need_weights)  # (B, T, k)
         theta = theta + self.drop(bounded_update(upd, self.alpha_attn))
         theta = theta + self.drop(bounded_update(self.ffn(theta), self.alpha_ffn))
         return theta, aux
@@ -119,13 +120,16 @@ class TorusLM(nn.Module):
         protos = torch.cat([torch.cos(self.prototypes), torch.sin(self.prototypes)], dim=-1)  # (V, 2k)
         return (feats @ protos.t()) * torch.exp(-self.log_readout_tau)
 
-    def forward_phases(self, theta: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Aux]]:
+    def forward_phases(self, theta: Tensor, need_weights: bool = False, *, times: Tensor | None = None
+                       ) -> tuple[Tensor, list[Aux]]:
         """Run the layers from embedded phases (B, T, k); exposed for gradient-based causality checks."""
         auxes: list[Aux] = []
         for layer in self.layers:
-            theta, aux = layer(theta, need_weights=need_weights)
+            theta, aux = layer(theta, times=times, need_weights=need_weights)
             auxes.append(aux)
         return self.readout(theta), auxes
 
-    def forward(self, x: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Aux]]:
-        return self.forward_phases(self.embed(x), need_weights=need_weights)  # (B, T, V)
+    def forward(self, x: Tensor, need_weights: bool = False, *, times: Tensor | None = None
+                ) -> tuple[Tensor, list[Aux]]:
+        """tokens (B, T) -> logits (B, T, V); ``times`` (B, T) goes to every layer's coupling law."""
+        return self.forward_phases(self.embed(x), need_weights=need_weights, times=times)  # (B, T, V)

@@ -2,6 +2,8 @@
 
 The attention mechanism arrives as a Hydra ``_partial_`` factory (``conf/attention/*.yaml``) and is built once
 per layer inside :class:`~oscrepro.models.block.TransformerBlock`; nothing here depends on which mechanism it is.
+Every ``forward`` takes optional irregular timestamps ``times`` (B, T) and hands them to the mechanism, which
+reads them if it is continuous-time and ignores them otherwise (``oscrepro.attention.base``).
 """
 
 from __future__ import annotations
@@ -47,14 +49,16 @@ class Encoder(nn.Module):
         self.norm = nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, *, causal: bool, need_weights: bool = False) -> tuple[Tensor, list[Aux]]:
+    def forward(self, x: Tensor, *, causal: bool, times: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, list[Aux]]:
+        """x: (B, T) ids or (B, T, F) features; ``times`` (B, T) timestamps go to every layer's mechanism."""
         h = self.embed(x)  # (B, T, D)
         if self.positional == "sinusoidal":
             h = h + sinusoidal_positions(h.shape[1], h.shape[2], h.device)
         h = self.drop(h)
         auxes: list[Aux] = []
         for block in self.blocks:
-            h, aux = block(h, causal=causal, need_weights=need_weights)
+            h, aux = block(h, causal=causal, times=times, need_weights=need_weights)
             auxes.append(aux)
         return self.norm(h), auxes  # (B, T, D), one aux per layer
 
@@ -71,8 +75,9 @@ class EncoderClassifier(nn.Module):
         self.readout = readout
         self.head = nn.Linear(self.encoder.norm.normalized_shape[0], n_classes)
 
-    def forward(self, x: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Aux]]:
-        h, auxes = self.encoder(x, causal=False, need_weights=need_weights)  # (B, T, D)
+    def forward(self, x: Tensor, need_weights: bool = False, *, times: Tensor | None = None
+                ) -> tuple[Tensor, list[Aux]]:
+        h, auxes = self.encoder(x, causal=False, times=times, need_weights=need_weights)  # (B, T, D)
         pooled = h[:, -1] if self.readout == "last" else h.mean(dim=1)  # (B, D)
         return self.head(pooled), auxes  # (B, C)
 
@@ -85,6 +90,7 @@ class CausalLM(nn.Module):
         self.encoder = Encoder(vocab_size=vocab_size, **encoder_kwargs)
         self.head = nn.Linear(self.encoder.norm.normalized_shape[0], vocab_size)
 
-    def forward(self, x: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Aux]]:
-        h, auxes = self.encoder(x, causal=True, need_weights=need_weights)  # (B, T, D)
+    def forward(self, x: Tensor, need_weights: bool = False, *, times: Tensor | None = None
+                ) -> tuple[Tensor, list[Aux]]:
+        h, auxes = self.encoder(x, causal=True, times=times, need_weights=need_weights)  # (B, T, D)
         return self.head(h), auxes  # (B, T, V)

@@ -76,6 +76,14 @@ class TableSpec:
     def seeds_for(self, budget: str) -> list[int]:
         return list(range(int(self.seeds[budget])))
 
+    def cell_overrides(self, row_idx: int, col_name: str, budget: str, extra: list[str]) -> list[str]:
+        """Hydra overrides (without seed) of one (row, column) cell: experiment, budget, row, column, extra."""
+        col = next(c for c in self.columns if c.name == col_name)
+        row = self.rows[row_idx]
+        experiment = col.experiment or row.experiment or self.experiment
+        return [f"experiment={experiment}", f"budget={budget}", f"table_name={self.key}",
+                *row.overrides, *(o.format(**row.vars) for o in col.overrides), *extra]
+
 
 def available_tables(conf_dir: Path = CONF_DIR) -> list[str]:
     return sorted(str(p.relative_to(conf_dir / "table").with_suffix("")) for p in (conf_dir / "table").rglob("*.yaml"))
@@ -129,8 +137,3 @@ def _validate(spec: TableSpec) -> None:
         if unknown:
             raise SpecError(f"{where}: row {r.label!r} has paper values for unknown columns {sorted(unknown)}")
 
-
-def results_root(out_dir: Path) -> Path:
-    """Results root of a table output folder: ``<root>/<paper>`` (paper budget) or ``<root>/<paper>/<budget>``."""
-    out_dir = Path(out_dir).resolve()
-    return out_dir.parent.parent if out_dir.name in BUDGETS else out_dir.parent

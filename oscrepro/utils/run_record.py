@@ -45,6 +45,11 @@ def run_id(cfg: DictConfig) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def run_dir(cfg: DictConfig) -> Path:
+    """Where the run record of ``cfg`` lives: ``<paths.runs_dir>/<experiment_name>/<run id>``."""
+    return Path(cfg.paths.runs_dir) / str(cfg.experiment_name) / run_id(cfg)
+
+
 class RunRecord:
     """Reads and writes one run directory."""
 

@@ -51,3 +51,32 @@ def snapshot() -> dict[str, Any]:
                     cells[f"{key}|{budget}|{spec.rows[ri].label}|{col}|{seed}"] = h = digest(payload)
                     configs[h] = payload
     return {"cells": cells, "configs": configs, "analyses": analyses}
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, dict):
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out or {prefix.rstrip("."): {}}
+    return {prefix.rstrip("."): d}
+
+
+def differences(golden: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """Human-readable differences between two snapshots: cells added/removed, keys changed per cell."""
+    out: list[str] = []
+    gc, nc = golden["cells"], now["cells"]
+    out += [f"cell removed: {k}" for k in sorted(set(gc) - set(nc))]
+    out += [f"cell added: {k}" for k in sorted(set(nc) - set(gc))]
+    for k in sorted(set(gc) & set(nc)):
+        if gc[k] == nc[k]:
+            continue
+        a, b = _flat(golden["configs"][gc[k]]), _flat(now["configs"][nc[k]])
+        for key in sorted(set(a) | set(b)):
+            if a.get(key, "<absent>") != b.get(key, "<absent>"):
+                out.append(f"{k}: {key}: {a.get(key, '<absent>')!r} -> {b.get(key, '<absent>')!r}")
+    ga, na = golden["analyses"], now["analyses"]
+    for k in sorted(set(ga) | set(na)):
+        if ga.get(k) != na.get(k):
+            out.append(f"analysis {k}: {ga.get(k)!r} -> {na.get(k)!r}")
+    return out

@@ -1,0 +1,1 @@
+"""Paper `fqo`: see README.md in this folder for the table index."""

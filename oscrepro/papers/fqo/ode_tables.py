@@ -1,0 +1,238 @@
+"""Analysis-table adapters for the fqo ODE results: Table 6 + Figure 7 (Sec. 4.4) and ODE inference perplexity.
+
+Both analyse models that Table 4 trains (``conf/table/fqo/table4.yaml``): Table 6 the TinyStories oscillator cells at
+d_osc 2, 8, 32, the ODE-inference table the WikiText-2 d_osc=2 cell. The run of a cell is found exactly as the table
+engine plans it (:func:`oscrepro.tables.runs.source_runs`: same overrides, same run id). Missing runs are an error
+that names the command that trains them, except where the spec sets ``train_missing`` (budget=smoke only: the runs
+take seconds and the table must build in the test suite).
+
+Adapters are called by the engine as ``fn(out_dir=..., budget=..., results_dir=..., **spec.analysis)`` (with the
+budget's overrides applied) and return ``(columns, rows, notes)``; every ODE constant comes from the spec.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from oscrepro.analysis.run_helpers import first_val_inputs, num_threads
+from oscrepro.papers.fqo.ode_checkpoint import (
+    ODE_KEYS,
+    collect_problem,
+    convergence_row,
+    ode_inference_ppl,
+    scipy_agreement,
+)
+from oscrepro.papers.fqo.ode_convergence import plot_figure7, tmax_sweep
+from oscrepro.tables.runs import MissingRunsError, load_run, source_runs
+from oscrepro.tables.spec import SpecError, load_spec
+
+Result = tuple[list[str], list[dict[str, Any]], list[str]]
+
+
+def _source_runs(results_dir: Path, budget: str, table: str, source_table: str, labels: list[str], column: str,
+                 seed_index: int, train_missing: bool, overrides: list[str] | None) -> dict[str, Path]:
+    """The run dir of each ``(label, column)`` cell of ``source_table`` for its ``seed_index``-th seed."""
+    seeds = load_spec(source_table).seeds_for(budget)
+    if seed_index >= len(seeds):
+        raise SpecError(f"{source_table} has {len(seeds)} seed(s) at budget={budget}; seed_index={seed_index}")
+    runs, _ = source_runs(table, source_table, budget, {label: (label, column) for label in labels}, results_dir,
+                          train_missing, seeds=[seeds[seed_index]], overrides=overrides)
+    empty = [label for label, dirs in runs.items() if not dirs]
+    if empty:  # a diverged source run has no usable model
+        raise MissingRunsError(f"{table}: the source runs of {empty} in {source_table} diverged at budget={budget}")
+    return {label: dirs[0] for label, dirs in runs.items()}
+
+
+def _pct(x: float) -> str:
+    """A fraction as a percentage string with two decimals (raw values go to the details JSON)."""
+    return f"{100.0 * x:.2f}"
+
+
+def _ref(paper: dict[str, Any], key: str) -> str:
+    return str(paper[key]) if key in paper else "—"
+
+
+def _ode_kwargs(ode: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(ode) - set(ODE_KEYS)
+    if unknown:
+        raise SpecError(f"unknown ODE settings {sorted(unknown)}; valid: {', '.join(ODE_KEYS)}")
+    return ode
+
+
+def fqo_table6(out_dir: Path, budget: str, results_dir: Path, source_table: str, source_column: str,
+               rows: list[dict[str, Any]], n_seqs: int, scipy_subset: int, sweep: dict[str, Any], seed_index: int = 0,
+               train_missing: bool = False, sequential: bool = True, overrides: list[str] | None = None,
+               **ode: Any) -> Result:
+    """fqo Table 6 and Figure 7 from the trained TinyStories models of Table 4.
+
+    ``rows``: ``{label (a Table 4 row), d_osc, paper: {frac, antipodal, degenerate, nfev}}``; ``sweep``:
+    ``{d_osc, t_maxes, method, paper}`` for Figure 7(a). ``ode``: the :data:`ODE_KEYS` settings (App. B).
+    """
+    ode = _ode_kwargs(ode)
+    dirs = _source_runs(results_dir, budget, "fqo/table6", source_table, [r["label"] for r in rows], source_column,
+                        seed_index, train_missing, overrides)
+    conv_rows, table, sweep_rows, details = [], [], [], []
+    t0 = time.time()
+
+    def progress(i: int, label: str, stage: str) -> None:  # long work shows progress (minutes per model on a CPU)
+        print(f"[fqo/table6] model {i + 1}/{len(rows)} {label}: {stage} ({time.time() - t0:.0f} s)", flush=True)
+
+    for i, spec_row in enumerate(rows):
+        run = load_run(dirs[spec_row["label"]])
+        with num_threads(run.cfg.get("torch_threads")):
+            problem = collect_problem(run.model, first_val_inputs(run, n_seqs))
+            if problem.d_osc != int(spec_row["d_osc"]):
+                raise SpecError(f"{spec_row['label']}: model d_osc={problem.d_osc}, spec says {spec_row['d_osc']}")
+            n_rows = problem.coupling.numel() // problem.coupling.shape[-1]  # (layer, sequence, head, token)
+            progress(i, spec_row["label"], f"batched integration of {n_rows:,} token rows")
+            conv = convergence_row(problem, sequential=sequential, **ode)
+            progress(i, spec_row["label"], f"scipy solve_ivp on {scipy_subset} (token, init) solves")
+            agree = scipy_agreement(problem, scipy_subset, fast_method=ode.get("method", "batched"), **ode)
+            if problem.d_osc == int(sweep["d_osc"]):
+                progress(i, spec_row["label"], f"Figure 7(a) T_max sweep {list(sweep['t_maxes'])}")
+                sweep_kw = {k: v for k, v in ode.items() if k not in ("t_max", "method")}
+                sweep_rows = tmax_sweep(problem.coupling, problem.anchors, sweep["t_maxes"], method=sweep["method"],
+                                        **sweep_kw)
+        conv_rows.append(conv)
+        paper = spec_row.get("paper", {})
+        nfev = conv["nfev_per_token"] if not math.isnan(conv["nfev_per_token"]) else agree["scipy_nfev_per_token"]
+        table.append({
+            "d_osc": problem.d_osc,
+            "Frac < 0.01 (%)": _pct(conv["frac_converged"]), "paper Frac < 0.01 (%)": _ref(paper, "frac"),
+            "App. antipodal (%)": _pct(conv["frac_apparent_antipodal"]),
+            "paper App. antipodal (%)": _ref(paper, "antipodal"),
+            "Degenerate (%)": _pct(conv["frac_degenerate"]), "paper Degenerate (%)": _ref(paper, "degenerate"),
+            "nfev/tok": f"{nfev:.0f}", "paper nfev/tok": _ref(paper, "nfev"),
+            "Intermediate (%)": _pct(conv["frac_intermediate"]),
+            "mean err random": f"{conv['mean_err']:.2e}",
+            "mean err sequential": f"{conv.get('mean_err_sequential', math.nan):.2e}",
+            "scipy: verdicts agree (%)": _pct(agree["agree_verdict_frac"]),
+            "scipy: max abs err diff": f"{agree['agree_max_abs_err_diff']:.1e}",
+            "run val PPL": f"{float(run.metrics.get('val/ppl', math.nan)):.2f}", "run": run.run_dir.name,
+        })
+        details.append({"label": spec_row["label"], "run_dir": str(run.run_dir), **conv, **agree})
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = plot_figure7(sweep_rows, conv_rows, out_dir / "fig7.png")
+    with open(out_dir / "fig7a.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["d_osc", "t_max", "method", "frac_converged", "frac_apparent_antipodal", "paper_frac"])
+        paper_sweep = list(sweep.get("paper") or [math.nan] * len(sweep_rows))
+        for r, p in zip(sweep_rows, paper_sweep, strict=False):
+            writer.writerow([r["d_osc"], r["t_max"], r["method"], r["frac_converged"], r["frac_apparent_antipodal"], p])
+    (out_dir / "table6_details.json").write_text(json.dumps({"rows": details, "sweep": sweep_rows}, indent=2,
+                                                            default=float))
+    return list(table[0]), table, _table6_notes(budget, n_seqs, scipy_subset, sweep, sweep_rows, conv_rows, details,
+                                                png.name, ode)
+
+
+def _table6_notes(budget: str, n_seqs: int, scipy_subset: int, sweep: dict[str, Any], sweep_rows: list[dict],
+                  conv_rows: list[dict], details: list[dict], png: str, ode: dict[str, Any]) -> list[str]:
+    first = conv_rows[0]
+    notes = [
+        f"**Protocol (App. B):** first {n_seqs} validation windows per model, all layers and heads pooled; "
+        f"{first['n_inits']} uniform z(0) per oscillator; Eq. (3) integrated to T_max={first['t_max']:g} with "
+        f"`{first['method']}` (scipy RK45 replica, rtol={ode.get('rtol', 1e-6)}, atol={ode.get('atol', 1e-6)}); "
+        f"err = ||z(T_max) − h/||h||||; verdicts mutually exclusive, degenerate (||h|| < "
+        f"{ode.get('degenerate_threshold', 0.01)}) first; nfev/tok = mean RHS evaluations of one solve.",
+        "**scipy check:** per model ~" + f"{scipy_subset} random (token, init) solves re-run with "
+        "scipy.integrate.solve_ivp(RK45): " + "; ".join(
+            f"d_osc={r['d_osc']}: {r['scipy_n_solves']} solves, verdicts agree {100 * r['agree_verdict_frac']:.2f} %, "
+            f"nfev equal {100 * r.get('agree_nfev_frac', math.nan):.2f} %, max abs err diff "
+            f"{r['agree_max_abs_err_diff']:.1e}" for r in details) + ".",
+        "**Speed, batched vs scipy (one process, same thread count):** wall time per solve of the batched path "
+        "over all (token, init) pairs vs scipy's per solve on its uniform random subset of the same pairs (scipy "
+        "on every pair would take hours): " + "; ".join(
+            f"d_osc={r['d_osc']}: {1e3 * r['wall_s'] / r['n_solves']:.3f} vs "
+            f"{1e3 * r['scipy_wall_s'] / r['scipy_n_solves']:.1f} ms/solve = "
+            f"**{(r['scipy_wall_s'] / r['scipy_n_solves']) / (r['wall_s'] / r['n_solves']):.0f}×**"
+            for r in details) + ".",
+        "**Sequential init (Sec. 4.4; paper: mean error 4.6× lower at d_osc=2):** z(0) of token i = analytic "
+        "fixed point of token i−1; mean-error ratio random/sequential: " + ", ".join(
+            f"d_osc={r['d_osc']}: {r.get('sequential_gain', math.nan):.2f}×" for r in conv_rows) + ".",
+    ]
+    if sweep_rows:
+        paper = list(sweep.get("paper") or [])
+        pairs = ", ".join(f"{r['t_max']:g}: {100 * r['frac_converged']:.1f} %"
+                          + (f" (paper {paper[i]})" if i < len(paper) else "") for i, r in enumerate(sweep_rows))
+        notes.append(f"**Figure 7(a)** (d_osc={sweep['d_osc']}, `{sweep['method']}`, same z(0) at every T_max), "
+                     f"converged vs T_max: {pairs}. `{sweep['method']}` because explicit RK45 on this stiff flow "
+                     f"needs ~T_max·||h||/3 steps (about 90K RHS evaluations per solve at T_max=5000).")
+        same_t = [s for s in sweep_rows if s["t_max"] == first["t_max"]]
+        same_d = [r for r in conv_rows if r["d_osc"] == int(sweep["d_osc"])]
+        if same_t and same_d and same_t[0]["method"] != same_d[0]["method"]:
+            notes.append(f"**Figure 7(a) vs Table 6 at T_max={first['t_max']:g}:** converged "
+                         f"{100 * same_t[0]['frac_converged']:.2f} % (`{same_t[0]['method']}`) vs "
+                         f"{100 * same_d[0]['frac_converged']:.2f} % (`{same_d[0]['method']}`), same z(0).")
+    else:
+        notes.append(f"**Figure 7(a):** no model with d_osc={sweep['d_osc']} among the rows; panel left empty.")
+    notes.append(f"**Figure 7(b)** = the rows of this table (failure rates vs d_osc at T_max={first['t_max']:g}); "
+                 f"both panels in `{png}`, sweep in `fig7a.csv`, everything in `table6_details.json`.")
+    notes.append(f"**Models:** the TinyStories oscillator runs of fqo/table4 at budget={budget} (run ids in column "
+                 "`run`); below the paper budget they are far less trained, so ||h|| and the failure rates differ.")
+    return notes
+
+
+def _val_batch_limit(run_cfg: Any, max_batches: int | None) -> int | None:
+    """``max_batches`` if given, else the run's own ``trainer.limit_val_batches`` when it is a batch count."""
+    if max_batches is not None:
+        return int(max_batches)
+    limit = run_cfg.trainer.get("limit_val_batches")
+    return int(limit) if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+
+def fqo_ode_inference(out_dir: Path, budget: str, results_dir: Path, source_table: str, source_row: str,
+                      source_column: str, t_max: float, method: str, rtol: float, atol: float, seeds: list[int],
+                      sequential: bool, paper: dict[str, Any], max_batches: int | None = None, seed_index: int = 0,
+                      train_missing: bool = False, overrides: list[str] | None = None) -> Result:
+    """Validation PPL of a trained fqo model with z* (Eq. 4) replaced by the integrated z(T_max) (Sec. 4.4)."""
+    run_dir = _source_runs(results_dir, budget, "fqo/ode_inference", source_table, [source_row], source_column,
+                           seed_index, train_missing, overrides)[source_row]
+    run = load_run(run_dir)
+    limit = _val_batch_limit(run.cfg, max_batches)
+    batches = list(run.val_batches(limit))
+    with num_threads(run.cfg.get("torch_threads")):
+        res = ode_inference_ppl(run.model, batches, t_max=t_max, method=method, seeds=seeds, sequential=sequential,
+                                rtol=rtol, atol=atol)
+    base = res[0]
+    rnd = [r for r in res if r["init"] == "random"]
+    seq = [r for r in res if r["init"] == "sequential"]
+    n_tok = sum(b[1].numel() for b in batches)
+
+    def row(name: str, init: str, rs: list[dict], paper_val: Any) -> dict[str, Any]:
+        ppl = np.array([r["ppl"] for r in rs])
+        delta = np.array([r["delta"] for r in rs])
+        return {"condition": name, "z(0)": init, "n": len(rs), "val PPL": float(ppl.mean()),
+                "std": float(ppl.std(ddof=1)) if len(rs) > 1 else math.nan, "Δ vs analytic": float(delta.mean()),
+                "max abs Δ": float(np.abs(delta).max()), "paper": str(paper_val),
+                "wall s": float(sum(r["wall_s"] for r in rs))}
+
+    rk = f"{method}, T_max={t_max:g}"
+    table = [row("analytic fixed point (Eq. 4)", "—", [base], paper.get("analytic_ppl", "—"))]
+    if rnd:
+        table.append(row(f"ODE ({rk})", f"random, seeds {[r['seed'] for r in rnd]}", rnd, paper.get("random_delta")))
+    if seq:
+        table.append(row(f"ODE ({rk})", "sequential (previous z*)", seq, paper.get("sequential_delta")))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "ode_inference_details.json").write_text(json.dumps({"run_dir": str(run.run_dir), "conditions": res},
+                                                                   indent=2, default=float))
+    recorded = float(run.metrics.get("val/ppl", math.nan))
+    notes = [
+        f"**Model:** fqo/{source_table.split('/')[-1]} cell '{source_row}' ({source_column}) at budget={budget}, run "
+        f"`{run.run_dir.name}`; {len(batches)} validation batches ({n_tok:,} tokens, "
+        f"{'all' if limit is None else f'first {limit}'}).",
+        f"**Check:** analytic PPL recomputed here {base['ppl']:.4f}; the run record's val/ppl {recorded:.4f} "
+        f"({'same batches' if _val_batch_limit(run.cfg, None) == limit else 'other batches'}).",
+        f"**Swap:** every fqo layer's z* = h/||h|| replaced by z(T_max) of Eq. (3) ({method}, rtol={rtol}, "
+        f"atol={atol}), raw integrated state in the readout (5); random: fresh uniform z(0) per forward from a seeded "
+        f"stream; sequential: z(0) of token i = analytic z* of token i−1, token 0 random.",
+        "**Paper (Sec. 4.4):** RK45 with T_max=30 and 5 random-init seeds is within 0.13 PPL of the analytic fixed "
+        "point; sequential init closes the gap to 0.03 PPL (analytic d_osc=2 WikiText-2 PPL 110.67 ± 0.51, Table 4).",
+    ]
+    return list(table[0]), table, notes

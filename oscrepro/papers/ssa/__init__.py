@@ -1,0 +1,1 @@
+"""Paper `ssa`: see README.md in this folder for the table index."""

@@ -1,0 +1,134 @@
+"""Silence known third-party console noise, in one place, so a run shows progress, results and real problems.
+
+Every entry below names one message, the package that prints it, why it prints it, and what would make it go away;
+nothing here is a blanket ignore. Warnings are matched on message + category + emitting module, and loggers are
+raised to WARNING only where the logger's INFO lines are device/advert chatter, so our own warnings, Lightning's
+real warnings (they go through :mod:`warnings`, not these loggers), data errors and divergence still show.
+
+Noise whose cause is in this repository is fixed there, not filtered here: Hydra's "validated against ConfigStore
+schema with the same name" deprecation came from ``conf/hydra/launcher/joblib.yaml`` shadowing the joblib plugin's
+own config and is gone since that file became ``joblib_2jobs.yaml``, which extends the plugin config explicitly.
+
+Set ``OSCREPRO_THIRD_PARTY_NOISE=1`` to see everything again (e.g. when reporting an upstream bug).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+NOISE_ENV = "OSCREPRO_THIRD_PARTY_NOISE"
+
+
+@dataclass(frozen=True)
+class WarningFilter:
+    """One ``warnings.filterwarnings("ignore", ...)`` entry: regexes are matched from the start of the text."""
+
+    message: str  # regex on the warning text
+    category: type[Warning]
+    module: str  # regex on the emitting module's ``__name__`` (the frame the warning is attributed to)
+    cause: str  # upstream package, why it warns, what would make it go away
+
+
+WARNING_FILTERS: tuple[WarningFilter, ...] = (
+    # torch 2.11 deprecated ``torch.utils._pytree.LeafSpec`` (``typing_extensions.deprecated`` on the class, so every
+    # ``LeafSpec()`` warns) in favour of ``treespec_leaf()`` / ``TreeSpec.is_leaf()``. Lightning 2.6.x's
+    # ``lightning/pytorch/utilities/_pytree.py::_tree_flatten`` still builds ``LeafSpec()`` while moving batches and
+    # results, so it fires once per run (Lightning-AI/pytorch-lightning#21326). Goes away with a Lightning release
+    # whose ``_pytree.py`` uses ``treespec_leaf()``; the pin lives in pyproject.toml.
+    WarningFilter(
+        message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+        category=FutureWarning,
+        module=r"lightning\.pytorch\.utilities\._pytree\Z",
+        cause="torch 2.11 deprecated pytree LeafSpec; Lightning 2.6 _pytree._tree_flatten still instantiates it",
+    ),
+)
+
+
+# Only while a run resumes from its own checkpoint (see :func:`expected_on_resume`), never globally: a run directory is
+# keyed by the config hash and locked while it trains, so on resume its checkpoints/ and logs/ hold our own previous
+# attempt, which oscrepro.train resumes from (last.ckpt) and whose history it has already set aside.
+RESUME_FILTERS: tuple[WarningFilter, ...] = (
+    # Lightning's ModelCheckpoint.setup warns whenever its dirpath is non-empty at fit start, resume or not
+    # (callbacks/model_checkpoint.py ``__warn_if_dir_not_empty``); resuming into the run's own checkpoints/ always
+    # trips it. Would go away if Lightning skipped the check when ``fit(ckpt_path=...)`` points into that dir.
+    WarningFilter(
+        message=r"Checkpoint directory .*checkpoints exists and is not empty\.",
+        category=UserWarning,
+        module=r"lightning\.pytorch\.callbacks\.model_checkpoint\Z",
+        cause="Lightning ModelCheckpoint warns on any non-empty dirpath, including the dir it resumes from",
+    ),
+    # Lightning's CSVLogger warns that "previous log files ... will be deleted" when logs/ is non-empty
+    # (fabric/loggers/csv_logs.py ``_check_log_dir_exists``); it only ever deletes metrics.csv, which
+    # oscrepro.utils.history.set_aside has already folded into metrics.before_resume.csv, so nothing is lost.
+    # Would go away if set_aside kept the earlier rows outside logs/.
+    WarningFilter(
+        message=r"Experiment logs directory .*logs exists and is not empty\.",
+        category=UserWarning,
+        module=r"lightning\.fabric\.loggers\.csv_logs\Z",
+        cause="Lightning CSVLogger warns on a non-empty log dir; on resume it holds our own set-aside history",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class QuietLogger:
+    """A third-party logger whose INFO lines are chatter; raised to WARNING (its warnings/errors still show)."""
+
+    name: str
+    cause: str
+
+
+QUIET_LOGGERS: tuple[QuietLogger, ...] = (
+    # Lightning's ``rank_zero_info`` (lightning_utilities, re-pointed to this logger by lightning.pytorch) prints, per
+    # Trainer, "GPU available: False, used: False", "TPU available: False, using: 0 TPU cores" (trainer/setup.py
+    # ``_log_device_info``), the "💡 Tip: ... try installing [litlogger]" advert (logger_connector.py, printed
+    # whenever no LitLogger is attached) and "`Trainer.fit` stopped: ... reached". Lightning has no switch for these
+    # short of this logger's level; device problems still show: "GPU available but not used" is a
+    # ``rank_zero_warn`` (a UserWarning, not a log record).
+    QuietLogger("lightning.pytorch.utilities.rank_zero",
+                "Lightning rank_zero_info: GPU/TPU availability lines, litlogger tip, fit-stopped line"),
+    # ``lightning.fabric.utilities.seed.seed_everything`` logs "Seed set to <n>" at INFO on every run; the seed is in
+    # the run's config.yaml. Warnings about the seed (out of bounds, none given) are ``rank_zero_warn``: still shown.
+    QuietLogger("lightning.fabric.utilities.seed", "Lightning seed_everything: 'Seed set to <n>' per run"),
+    # On a GPU, ``lightning.pytorch.accelerators.cuda`` logs "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0]" per run.
+    QuietLogger("lightning.pytorch.accelerators.cuda", "Lightning CUDA accelerator: LOCAL_RANK/CUDA_VISIBLE_DEVICES"),
+)
+
+
+def _noisy() -> bool:
+    return os.environ.get(NOISE_ENV, "0") not in ("", "0")
+
+
+def _ignore(filters: tuple[WarningFilter, ...]) -> None:
+    for f in filters:
+        # filterwarnings drops an identical existing entry before inserting, so repeated calls do not pile up
+        warnings.filterwarnings("ignore", message=f.message, category=f.category, module=f.module)
+
+
+def quiet_third_party() -> None:
+    """Install :data:`WARNING_FILTERS` and raise :data:`QUIET_LOGGERS` to WARNING (idempotent; no-op when
+    ``OSCREPRO_THIRD_PARTY_NOISE`` is set to a non-empty value other than ``0``)."""
+    if _noisy():
+        return
+    _ignore(WARNING_FILTERS)
+    for q in QUIET_LOGGERS:
+        logger = logging.getLogger(q.name)
+        if logger.getEffectiveLevel() < logging.WARNING:
+            logger.setLevel(logging.WARNING)
+
+
+@contextlib.contextmanager
+def expected_on_resume(resuming: bool) -> Iterator[None]:
+    """Around ``Trainer.fit``: while ``resuming`` a run from its own ``last.ckpt``, ignore :data:`RESUME_FILTERS`
+    (restored on exit); otherwise, or with ``OSCREPRO_THIRD_PARTY_NOISE`` set, change nothing."""
+    if not resuming or _noisy():
+        yield
+        return
+    with warnings.catch_warnings():
+        _ignore(RESUME_FILTERS)
+        yield

@@ -1,0 +1,165 @@
+"""The data-module contract (oscrepro.data.base), checked on every data module at tiny size, offline.
+
+After ``setup`` each module must satisfy the :class:`~oscrepro.data.base.DataModule` protocol, carry a 16-hex
+``fingerprint`` and a ``source`` that says "stand-in" / "subset" where that applies, and expose ``dims`` that agree
+with its batches (ids below ``vocab_size``, ``n_features`` per step, labels below ``n_classes``, T <= ``seq_len``)
+and build a backbone through :func:`~oscrepro.data.base.model_dims`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import pkgutil
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from importlib import import_module
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+import oscrepro.data
+from oscrepro.attention.softmax import SoftmaxAttention
+from oscrepro.data import paths
+from oscrepro.data.base import DIM_KEYS, MODEL_DIM_KEYS, DataModule, DataModuleBase, model_dims
+from oscrepro.data.charlevel import (
+    CharLevelDataModule,
+    CodeParrotDataModule,
+    Enwik8DataModule,
+    PythonCodeCharDataModule,
+    WikiTextCharDataModule,
+    build_code_subset,
+)
+from oscrepro.data.speech_commands import SpeechCommandsDataModule
+from oscrepro.data.sva_module import SVADataModule
+from oscrepro.data.wordlevel import WordLMDataModule
+from oscrepro.models.transformer import CausalLM, EncoderClassifier
+from tests.helpers.shared_data import require_shared
+from tests.unit.data.test_speech_commands import _write_fixture as write_speech_fixture
+from tests.unit.data.test_wordlevel import _wikitext_fixture as write_wikitext_fixture
+
+FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Caches go to tmp; no data root from the environment."""
+    monkeypatch.setenv(paths.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    monkeypatch.delenv(paths.DATA_DIR_ENV, raising=False)
+
+
+def _codeparrot(tmp: Path) -> CodeParrotDataModule:
+    dm = CodeParrotDataModule(data_dir=str(tmp), n_chars=6_000, seq_len=16, batch_size=2)
+    records = ({"content": f"def f{k}(x):\n    return x + {k}\n"} for k in range(1_000))
+    build_code_subset(records, 6_000, tmp / "codeparrot" / dm.file_name)
+    return dm
+
+
+def _wordlevel(tmp: Path) -> WordLMDataModule:
+    write_wikitext_fixture(tmp / "data")
+    return WordLMDataModule("wikitext2", data_dir=str(tmp / "data"), cache_dir=str(tmp / "cache"), vocab_size=8,
+                            seq_len=4, batch_size=2)
+
+
+def _speech(tmp: Path) -> SpeechCommandsDataModule:
+    write_speech_fixture(tmp / "data" / "speech_commands", n_speakers=4, samples=1_600, lists=True)
+    return SpeechCommandsDataModule(data_dir=str(tmp / "data"), cache_dir=str(tmp / "cache"), batch_size=4)
+
+
+def _shared(name: str, marker: str, build: Callable[[], L.LightningDataModule]) -> Callable[[Path], DataModule]:
+    def make(_tmp: Path) -> DataModule:
+        require_shared(name, marker)
+        return build()
+    return make
+
+
+@dataclass(frozen=True)
+class Case:
+    make: Callable[[Path], DataModule]
+    backbone: str  # "classifier" | "lm": what model_dims must be able to build
+    says: tuple[str, ...] = ()  # words the source must contain
+
+
+CASES = {
+    "sva": Case(lambda _: SVADataModule(n_train=64, n_val=16, n_test=16, batch_size=8), "classifier"),
+    "enwik8_fixture": Case(lambda _: Enwik8DataModule(data_dir=str(FIXTURES), expected_sha256=None,
+                                                      expected_vocab_size=None, seq_len=32, batch_size=4,
+                                                      max_chars=4_000), "lm", ("subset",)),
+    "codeparrot_tmp_subset": Case(_codeparrot, "lm"),
+    "wikitext2_words_tmp": Case(_wordlevel, "lm"),
+    "speech_commands_tmp": Case(_speech, "classifier"),
+    "standin_enwik8": Case(_shared("wikitext-2", "train.txt",
+                                   lambda: WikiTextCharDataModule(max_chars=5_000, seq_len=32, batch_size=2)),
+                           "lm", ("stand-in", "subset")),
+    "standin_codeparrot": Case(_shared("python_code", "cpython311_stdlib_train.jsonl.gz",
+                                       lambda: PythonCodeCharDataModule(max_chars=5_000, seq_len=32, batch_size=2)),
+                               "lm", ("stand-in", "subset")),
+}
+
+
+def _build_backbone(kind: str, dims: dict[str, int]) -> torch.nn.Module:
+    tiny = dict(d_model=8, n_heads=2, n_layers=1, d_ff=16, attention=partial(SoftmaxAttention))
+    return EncoderClassifier(**dims, **tiny) if kind == "classifier" else CausalLM(**dims, **tiny)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_module_follows_the_contract(name: str, tmp_path: Path) -> None:
+    case = CASES[name]
+    dm = case.make(tmp_path)
+    assert isinstance(dm, DataModule) and isinstance(dm, DataModuleBase)
+    dm.setup("fit")
+    assert isinstance(dm, DataModule)
+    assert re.fullmatch(r"[0-9a-f]{16}", dm.fingerprint), dm.fingerprint
+    assert isinstance(dm.source, str) and len(dm.source) > 20
+    assert all(word in dm.source for word in case.says), dm.source
+    dims = dm.dims
+    assert set(dims) <= set(DIM_KEYS) and "seq_len" in dims and set(dims) & set(MODEL_DIM_KEYS)
+    assert all(type(v) is int and v > 0 for v in dims.values()), dims
+    assert all(getattr(dm, k) == v for k, v in dims.items())  # the attribute names configs use agree
+    fingerprint = dm.fingerprint
+    dm.setup("test")  # idempotent
+    assert dm.fingerprint == fingerprint and dm.dims == dims
+
+    x, y = next(iter(dm.train_dataloader()))[:2]
+    assert x.shape[1] <= dims["seq_len"]
+    if "vocab_size" in dims:
+        assert x.dtype == torch.long and 0 <= int(x.min()) and int(x.max()) < dims["vocab_size"]
+    if "n_features" in dims:
+        assert x.shape[-1] == dims["n_features"]
+    if "n_classes" in dims:
+        assert y.dim() == 1 and int(y.max()) < dims["n_classes"]
+    for loader in (dm.val_dataloader(), dm.test_dataloader()):
+        assert next(iter(loader))[0].shape[1] <= dims["seq_len"]
+
+    built = model_dims(dm)
+    assert built == {k: v for k, v in dims.items() if k in MODEL_DIM_KEYS}
+    logits, _ = _build_backbone(case.backbone, built)(x)
+    assert logits.shape[-1] == (dims["n_classes"] if case.backbone == "classifier" else dims["vocab_size"])
+
+
+def test_model_dims_refuses_what_it_cannot_size() -> None:
+    dm = Enwik8DataModule(data_dir=str(FIXTURES), expected_sha256=None, expected_vocab_size=None)
+    with pytest.raises(ValueError, match="setup"):  # the vocabulary is known only after setup
+        model_dims(dm)
+    dm.setup("fit")
+    assert set(model_dims(dm)) == {"vocab_size"}
+    with pytest.raises(TypeError, match="contract"):
+        model_dims(torch.nn.Linear(2, 2))
+
+
+def test_every_data_module_in_the_package_follows_the_contract() -> None:
+    """No LightningDataModule in oscrepro.data bypasses DataModuleBase (so none lacks source / fingerprint / dims)."""
+    found = set()
+    for info in pkgutil.iter_modules(oscrepro.data.__path__):
+        module = import_module(f"oscrepro.data.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, L.LightningDataModule) and cls.__module__ == module.__name__:
+                found.add(cls)
+                assert issubclass(cls, DataModuleBase), f"{cls.__qualname__} does not derive from DataModuleBase"
+    bases = {DataModuleBase, CharLevelDataModule}  # shared plumbing, never configured directly
+    tested = {SVADataModule, Enwik8DataModule, CodeParrotDataModule, WordLMDataModule, SpeechCommandsDataModule,
+              WikiTextCharDataModule, PythonCodeCharDataModule}  # one CASES entry each
+    assert found - bases == tested, "add a CASES entry for every new data module"
