@@ -38,11 +38,11 @@ test-all: install ## Every test, slow ones included
 	$(PY) -m pytest -q
 
 lint: install ## Ruff lint
-	$(PY) -m ruff check oscrepro tests scripts
+	$(PY) -m ruff check oscrepro tests
 
 format: install ## Ruff format + import sorting
-	$(PY) -m ruff check --fix --select I oscrepro tests scripts
-	$(PY) -m ruff format oscrepro tests scripts
+	$(PY) -m ruff check --fix --select I oscrepro tests
+	$(PY) -m ruff format oscrepro tests
 
 table: install ## Build one table: make table PAPER=fqo TABLE=2 BUDGET=cpu [LAUNCHER=joblib] [ARGS='trainer=gpu']
 	$(PY) -m oscrepro.table $(PAPER)/table$(TABLE) --budget $(BUDGET) --launcher $(LAUNCHER) $(ARGS)

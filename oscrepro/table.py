@@ -27,6 +27,8 @@ from oscrepro.tables.spec import BUDGETS, TableSpec, available_tables, load_spec
 
 log = logging.getLogger("oscrepro.table")
 LAUNCHERS = ("inprocess", "joblib", "submitit_slurm")
+# conf/hydra/launcher/ configs built on the plugins' own (a config named exactly like a plugin's makes Hydra warn)
+HYDRA_LAUNCHERS = {"joblib": "joblib_2jobs", "submitit_slurm": "submitit_slurm"}
 
 
 class Progress:
@@ -63,7 +65,7 @@ def _launch_multirun(missing: list[RunRequest], launcher: str, progress: Progres
         groups[base].append(next(o for o in req.overrides if o.startswith("seed=")).split("=", 1)[1])
     for base, seeds in groups.items():
         cmd = [sys.executable, "-m", "oscrepro.train", "-m", *base, f"seed={','.join(seeds)}",
-               f"hydra/launcher={launcher}"]
+               f"hydra/launcher={HYDRA_LAUNCHERS[launcher]}"]
         log.info("launching: %s", " ".join(cmd))
         subprocess.run(cmd, check=False)
         progress.update(len(seeds))

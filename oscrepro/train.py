@@ -28,19 +28,16 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, Logger
 from omegaconf import DictConfig
 
+from oscrepro.data.base import model_dims
 from oscrepro.tasks.base import DivergedError
 from oscrepro.utils import history
 from oscrepro.utils.callbacks import EpochWallClock
 from oscrepro.utils.provenance import provenance
 from oscrepro.utils.quiet import expected_on_resume, quiet_third_party
-from oscrepro.utils.run_record import RunRecord, run_id
+from oscrepro.utils.run_record import RunRecord
+from oscrepro.utils.run_record import run_dir as run_dir_of
 
 log = logging.getLogger("oscrepro.train")
-
-
-def run_dir_for(cfg: DictConfig) -> Path:
-    """Where the run record of ``cfg`` lives."""
-    return Path(cfg.paths.runs_dir) / str(cfg.experiment_name) / run_id(cfg)
 
 
 def _loggers(cfg: DictConfig, run_dir: Path) -> list[Logger]:
@@ -63,7 +60,7 @@ def _finish_wandb(loggers: list[Logger]) -> None:
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Run (or skip, if finished) one configured training job; returns its metrics (``status`` included)."""
     quiet_third_party()  # here, not only in main: in-process table builds and joblib workers call train() too
-    run_dir = run_dir_for(cfg)
+    run_dir = run_dir_of(cfg)
     record = RunRecord(run_dir)
     if record.finished():
         log.info("run %s already finished (%s): skipped", run_dir, record.status()["status"])
@@ -88,8 +85,7 @@ def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
             L.seed_everything(int(cfg.seed), workers=True)
         datamodule = instantiate(cfg.data)
         datamodule.setup("fit")
-        dims = {k: getattr(datamodule, k, None) for k in ("vocab_size", "n_features", "n_classes")}
-        model = instantiate(cfg.model, **{k: v for k, v in dims.items() if v is not None})
+        model = instantiate(cfg.model, **model_dims(datamodule))
         task = instantiate(cfg.task, model=model)
         ckpt_dir = run_dir / "checkpoints"
         last = ckpt_dir / "last.ckpt"
@@ -136,7 +132,7 @@ def main(cfg: DictConfig) -> float | None:
     result = train(cfg)
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     if result["status"] == "failed" and not multirun:
-        raise SystemExit(f"run failed; see {run_dir_for(cfg)}/status.json")
+        raise SystemExit(f"run failed; see {run_dir_of(cfg)}/status.json")
     objective = cfg.get("objective")
     return result.get(objective) if objective else None
 

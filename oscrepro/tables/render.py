@@ -63,7 +63,9 @@ def header_lines(spec: TableSpec, budget: str, n_seeds: int | None, data: list[s
         lines.append(f"- {note}")
     lines.append(f"- **Device:** {prov['device']}; **commit** `{prov['git_commit']}`; **date** {prov['date']}; "
                  f"torch {prov['torch']}; oscrepro {prov['oscrepro']}")
-    lines.append(f"- Reproduced columns come from run records; `paper` columns are reference values from "
+    origin = (f"are computed by `{spec.analysis['_target_']}`" if spec.kind == "analysis"
+              else "come from run records")
+    lines.append(f"- Reproduced columns {origin}; `paper` columns are reference values from "
                  f"`{spec.path.relative_to(spec.path.parents[3])}`; `Δ` = ours − paper.")
     return lines
 
@@ -113,7 +115,8 @@ def render_analysis_table(spec: TableSpec, budget: str, columns: list[str], rows
     md = header_lines(spec, budget, None, [], {}, notes) + [
         "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
-        md.append("| " + " | ".join(_fmt(r[c], 4) if isinstance(r[c], float) else str(r[c]) for c in columns) + " |")
+        md.append("| " + " | ".join(_fmt(r[c], 4) if isinstance(r[c], float) else "—" if r[c] is None else str(r[c])
+                                    for c in columns) + " |")
     md_path = out_dir / f"{name}.md"
     md_path.write_text("\n".join(md) + "\n")
     with open(out_dir / f"{name}.csv", "w", newline="") as fh:

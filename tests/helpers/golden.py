@@ -46,7 +46,7 @@ def snapshot() -> dict[str, Any]:
             if spec.post:
                 analyses[f"{key}|{budget}|post"] = {k: v for k, v in spec.post.items() if k != "_target_"}
             for (ri, col), reqs in plan(spec, budget).items():
-                for seed, req in zip(spec.seeds_for(budget), reqs):
+                for seed, req in zip(spec.seeds_for(budget), reqs, strict=True):
                     payload = run_payload(req.cfg)
                     cells[f"{key}|{budget}|{spec.rows[ri].label}|{col}|{seed}"] = h = digest(payload)
                     configs[h] = payload

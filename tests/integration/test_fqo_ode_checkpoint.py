@@ -11,6 +11,10 @@ import pytest
 import torch
 
 from oscrepro.analysis.run_helpers import attention_modules, first_val_inputs
+from oscrepro.attention.fqo_gain import CouplingGainOscillatorAttention
+from oscrepro.attention.fqo_relpos import RelPosAnchorOscillatorAttention
+from oscrepro.models.transformer import CausalLM
+from oscrepro.papers.fqo import ode_tables
 from oscrepro.papers.fqo.ode_checkpoint import (
     IntegratedFixedPoint,
     analytic_fixed_point,
@@ -21,14 +25,11 @@ from oscrepro.papers.fqo.ode_checkpoint import (
     perplexity,
     scipy_agreement,
 )
-from oscrepro.attention.fqo_gain import CouplingGainOscillatorAttention
-from oscrepro.attention.fqo_relpos import RelPosAnchorOscillatorAttention
-from oscrepro.models.transformer import CausalLM
-from oscrepro.papers.fqo import ode_tables
 from oscrepro.tables.runs import MissingRunsError, RunNotUsableError, compose_run, load_run, model_state_dict
 from oscrepro.train import train
 from oscrepro.utils.run_record import run_dir as run_dir_for
 from tests.helpers.shared_data import require_shared
+
 TINY = ["model.d_model=16", "model.n_heads=2", "model.d_ff=32", "model.n_layers=2", "data.batch_size=8",
         "trainer.limit_val_batches=2", "trainer.limit_test_batches=1", "trainer.enable_progress_bar=false"]
 ODE = dict(n_inits=2, t_max=30.0, seed=0, method="batched", rtol=1e-6, atol=1e-6, conv_threshold=0.01,

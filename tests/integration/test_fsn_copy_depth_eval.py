@@ -14,7 +14,6 @@ import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 
-from oscrepro.papers.fsn.copy_depth import DEPTH_BINS
 from oscrepro.papers.fsn.copy_depth_eval import (
     best_epoch,
     cached_token_ce,

@@ -10,7 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from oscrepro.train import run_dir_for, train
+from oscrepro.train import train
+from oscrepro.utils.run_record import run_dir as run_dir_for
 
 SMOKE = ["experiment=fqo/sva", "budget=smoke", "trainer.enable_progress_bar=false"]
 

@@ -78,7 +78,8 @@ def test_plot_figure6_keeps_a_panel_without_a_fit(tmp_path):
     stop the other panel's fit."""
     fitted = dict(name="A", d_osc=D_OSC, osc_mean=[110.67, 107.20, 105.23, 103.78, 102.56], softmax_mean=99.58)
     unfit = dict(name="B", d_osc=D_OSC, osc_mean=[9.0, 8.0, 7.0, 6.0, 10.0], softmax_mean=9.5)
-    fits = plot_figure6([fitted, unfit], tmp_path / "fig6.png")
+    with pytest.warns(RuntimeWarning, match="non-positive"):
+        fits = plot_figure6([fitted, unfit], tmp_path / "fig6.png")
     assert (tmp_path / "fig6.png").read_bytes()[:4] == b"\x89PNG"
     assert fits[0]["C"] == pytest.approx(14.97, abs=0.01)
     assert set(fits[1]) == {"name", "error"} and "got 1" in fits[1]["error"]

@@ -16,6 +16,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from oscrepro.attention.fsn import FSNAttention
+from oscrepro.models.torus_lm import SwiGLUPhaseFFN, TorusLM
 from oscrepro.papers.fsn.kernel_reading import (
     coupling_function,
     harmonic_rms,
@@ -23,12 +25,10 @@ from oscrepro.papers.fsn.kernel_reading import (
     mean_real,
     value_gate_negative_fraction,
 )
-from oscrepro.attention.fsn import FSNAttention
-from oscrepro.models.torus_lm import SwiGLUPhaseFFN, TorusLM
-from oscrepro.table import build_table
-from oscrepro.tables.runs import MissingRunsError, cell_requests, find_record
 from oscrepro.papers.fsn.wallclock import Curve, crossing_ratios, crossing_time, read_curve
+from oscrepro.table import build_table
 from oscrepro.tables.plan import plan
+from oscrepro.tables.runs import MissingRunsError, cell_requests, find_record
 from oscrepro.tables.spec import available_tables, load_spec
 
 RUNS_TABLES = ["fsn/table1", "fsn/ladder", "fsn/screen"]

@@ -11,7 +11,7 @@ from hydra.utils import instantiate
 
 from oscrepro.tables.spec import BUDGETS, SpecError, available_tables, load_spec
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(__file__).resolve().parents[3] / "conf"
 EXPERIMENTS = sorted(
     str(p.relative_to(CONF / "experiment").with_suffix("")) for p in (CONF / "experiment").rglob("*.yaml")
 )

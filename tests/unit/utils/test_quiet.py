@@ -7,7 +7,9 @@ fails the test and says the filter can go.
 
 from __future__ import annotations
 
+import importlib
 import logging
+import tomllib
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,14 +17,24 @@ from pathlib import Path
 import lightning as L
 import pytest
 from hydra import compose, initialize_config_dir
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 
 import oscrepro
 from oscrepro.utils import quiet
-from oscrepro.utils.quiet import NOISE_ENV, QUIET_LOGGERS, WARNING_FILTERS, quiet_third_party
+from oscrepro.utils.quiet import (
+    NOISE_ENV,
+    QUIET_LOGGERS,
+    RESUME_FILTERS,
+    WARNING_FILTERS,
+    expected_on_resume,
+    quiet_third_party,
+)
 
-CONF = Path(oscrepro.__file__).resolve().parents[1] / "conf"
+PACKAGE = Path(oscrepro.__file__).resolve().parent
+CONF = PACKAGE.parent / "conf"
 PYTREE = "`isinstance(treespec, LeafSpec)` is deprecated"
+SCRIPT_METHOD = "`torch.jit.script_method` is deprecated"
 
 
 @pytest.fixture(autouse=True)
@@ -74,19 +86,58 @@ def _trainer(tmp_path: Path) -> None:
               enable_progress_bar=False, enable_checkpointing=False)
 
 
-def test_lightning_pytree_deprecation_is_silenced():
-    assert any(PYTREE in m for m in _warned(_pytree_leaf)), "upstream no longer warns: drop the filter in quiet.py"
-    quiet_third_party()
-    assert not any(PYTREE in m for m in _warned(_pytree_leaf))
+def _torch_mkldnn_import() -> None:
+    import torch.utils.mkldnn
+
+    importlib.reload(torch.utils.mkldnn)  # what inductor's first import does: 14 @torch.jit.script_method
 
 
-def test_filters_are_precise_same_text_elsewhere_or_other_category_still_shows():
+def _resume_into(run_dir: Path) -> None:
+    """What oscrepro.train does on resume: checkpoint callback and CSV logger on the run's non-empty dirs."""
+    for sub, name in (("checkpoints", "epoch=0-step=3.ckpt"), ("logs", "metrics.before_resume.csv")):
+        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+        (run_dir / sub / name).write_text("x")
+    logger = CSVLogger(save_dir=str(run_dir), name="", version="logs")
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=logger, default_root_dir=str(run_dir),
+                        enable_progress_bar=False)
+    ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), save_top_k=1).setup(trainer, None, "fit")
+    logger.experiment  # noqa: B018 -- creating it runs the log-dir check
+
+
+@pytest.mark.parametrize(("text", "emit"), [(PYTREE, _pytree_leaf), (SCRIPT_METHOD, _torch_mkldnn_import)])
+def test_known_third_party_deprecations_are_silenced(text, emit):
+    assert any(text in m for m in _warned(emit)), f"upstream no longer warns {text!r}: drop its filter in quiet.py"
     quiet_third_party()
+    assert not any(text in m for m in _warned(emit))
+
+
+def _warned_as(text: str, category: type[Warning], module: str) -> list[str]:
+    """Messages shown when ``text`` is warned as if from ``module`` (the module a filter's regex is matched on)."""
+    return _warned(lambda: warnings.warn_explicit(text, category, "x.py", 1, module=module))
+
+
+def test_filters_are_precise_same_text_from_our_module_or_other_category_still_shows():
+    quiet_third_party()
+    texts = {FutureWarning: PYTREE + ", use ...", DeprecationWarning: SCRIPT_METHOD + ". Please switch ..."}
     for f in WARNING_FILTERS:
-        text = PYTREE if f.category is FutureWarning else f.message
-        for category, module in ((f.category, "oscrepro.train"), (UserWarning, "lightning.pytorch.utilities._pytree")):
-            msgs = _warned(lambda c=category, m=module: warnings.warn_explicit(text, c, "x.py", 1, module=m))
-            assert msgs == [text], (category, module)
+        text, upstream = texts[f.category], f.module.removesuffix(r"\Z").replace("\\", "")
+        assert _warned_as(text, f.category, upstream) == []
+        assert _warned_as(text, f.category, "oscrepro.train") == [text]
+        assert _warned_as(text, UserWarning, upstream) == [text]
+        assert _warned_as(text, f.category, upstream + "_other") == [text]
+
+
+def test_resume_warnings_are_silenced_only_while_resuming(tmp_path):
+    expected = ("Checkpoint directory", "Experiment logs directory")
+    with expected_on_resume(False):
+        shown = _warned(lambda: _resume_into(tmp_path / "a"))
+    assert all(any(e in m for m in shown) for e in expected), f"upstream no longer warns: drop RESUME_FILTERS ({shown})"
+    with expected_on_resume(True):
+        assert not [m for m in _warned(lambda: _resume_into(tmp_path / "b")) if m.startswith(expected)]
+        assert _warned(lambda: warnings.warn("our own problem", UserWarning, stacklevel=2)) == ["our own problem"]
+    # scoped: after the resumed fit, the same warnings show again
+    assert all(any(e in m for m in _warned(lambda: _resume_into(tmp_path / "c"))) for e in expected)
+    assert len(RESUME_FILTERS) == 2
 
 
 def test_lightning_device_lines_tip_and_seed_line_are_silenced(tmp_path):
@@ -111,7 +162,7 @@ def test_our_warnings_and_lightning_real_warnings_still_show():
     from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 
     assert _warned(lambda: rank_zero_warn("GPU available but not used.")) == ["GPU available but not used."]
-    assert any("diverged" in m for m in _warned(lambda: warnings.warn("run x diverged", RuntimeWarning)))
+    assert any("diverged" in m for m in _warned(lambda: warnings.warn("run x diverged", RuntimeWarning, stacklevel=2)))
 
 
 def test_idempotent_and_opt_out(monkeypatch):
@@ -135,3 +186,18 @@ def test_launcher_configs_do_not_trigger_hydra_schema_matching(launcher):
         cfg = compose("train", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
     assert not [str(w.message) for w in caught if "ConfigStore schema with the same name" in str(w.message)]
     assert cfg.hydra.launcher.n_jobs == (2 if launcher == "joblib_2jobs" else -1)
+
+
+def test_pytest_filters_mirror_quiet_filters_and_nothing_blanket():
+    """pyproject.toml may only repeat quiet.py's precise filters (message + category + module), nothing broader."""
+    ini = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    entries = [tuple(e.split(":")) for e in ini.get("filterwarnings", [])]
+    assert all(len(e) == 4 and e[0] == "ignore" and e[1] and e[3] for e in entries), entries
+    assert sorted(entries) == sorted(("ignore", f.message, f.category.__name__, f.module) for f in WARNING_FILTERS)
+
+
+def test_oscrepro_does_not_use_torch_jit_script_method():
+    """torch warns about script_method with stacklevel=1 (module torch.jit._script), so the filter would also hide
+    our own use of it: there must be none."""
+    users = [p for p in PACKAGE.rglob("*.py") if "script_method" in p.read_text() and p.name != "quiet.py"]
+    assert users == []
