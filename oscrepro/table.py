@@ -1,7 +1,7 @@
 """Build a paper table: spec -> plan -> run the missing runs -> aggregate -> render.
 
     python -m oscrepro.table fqo/table2 --budget cpu                    # in-process, one run after another
-    python -m oscrepro.table fqo/table2 --budget paper --launcher joblib  # Hydra multirun per cell, 2 local jobs
+    python -m oscrepro.table fqo/table2 --budget paper --launcher joblib  # one pool of worker processes (1/core)
     python -m oscrepro.table fqo/table2 --budget cpu trainer=gpu          # extra Hydra overrides for every run
 
 Finished runs (status ok or diverged) are never redone, so a killed build resumes where it stopped.
@@ -12,67 +12,22 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import subprocess
-import sys
-import time
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 from hydra.utils import get_method
 
 from oscrepro.tables.aggregate import aggregate
-from oscrepro.tables.plan import RunRequest, plan, unique_runs
+from oscrepro.tables.launch import LAUNCHERS, Progress, launch
+from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import render_analysis_table, render_runs_table
 from oscrepro.tables.spec import BUDGETS, TableSpec, available_tables, load_spec
 
 log = logging.getLogger("oscrepro.table")
-LAUNCHERS = ("inprocess", "joblib", "submitit_slurm")
-# conf/hydra/launcher/ configs built on the plugins' own (a config named exactly like a plugin's makes Hydra warn)
-HYDRA_LAUNCHERS = {"joblib": "joblib_2jobs", "submitit_slurm": "submitit_slurm"}
-
-
-class Progress:
-    """Sweep-level progress line: done/total, failures, ETA from the mean time of runs done in this call."""
-
-    def __init__(self, key: str, total: int, done: int) -> None:
-        self.key, self.total, self.done, self.t0, self.new = key, total, done, time.time(), 0
-        self.status: Counter[str] = Counter()
-
-    def update(self, n: int = 1, status: str | None = None) -> None:
-        self.done, self.new = self.done + n, self.new + n
-        if status:
-            self.status[status] += n
-        per = (time.time() - self.t0) / max(self.new, 1)
-        eta = per * (self.total - self.done)
-        flags = "".join(f", {v} {k}" for k, v in self.status.items() if k != "ok")
-        print(f"[table {self.key}] {self.done}/{self.total} runs done{flags}, "
-              f"ETA {eta / 60:.1f} min", flush=True)
-
-
-def _launch_inprocess(missing: list[RunRequest], progress: Progress) -> None:
-    from oscrepro.train import train
-
-    for req in missing:
-        result = train(req.cfg)
-        progress.update(status=result["status"])
-
-
-def _launch_multirun(missing: list[RunRequest], launcher: str, progress: Progress) -> None:
-    """One Hydra multirun per cell (seeds swept), launched with ``hydra/launcher=<launcher>``."""
-    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
-    for req in missing:
-        base = tuple(o for o in req.overrides if not o.startswith("seed="))
-        groups[base].append(next(o for o in req.overrides if o.startswith("seed=")).split("=", 1)[1])
-    for base, seeds in groups.items():
-        cmd = [sys.executable, "-m", "oscrepro.train", "-m", *base, f"seed={','.join(seeds)}",
-               f"hydra/launcher={HYDRA_LAUNCHERS[launcher]}"]
-        log.info("launching: %s", " ".join(cmd))
-        subprocess.run(cmd, check=False)
-        progress.update(len(seeds))
 
 
 def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extra: list[str] | None = None,
-                results_dir: str | Path | None = None) -> Path:
+                results_dir: str | Path | None = None, workers: int | None = None) -> Path:
     """Build one table and return the path of its markdown rendering."""
     if budget not in BUDGETS:
         raise ValueError(f"budget={budget!r}; valid: {', '.join(BUDGETS)}")
@@ -97,10 +52,7 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
     missing = [r for r in runs if not r.record.finished()]
     progress = Progress(key, len(runs), len(runs) - len(missing))
     print(f"[table {key}] budget={budget}: {len(runs)} runs, {len(missing)} to train ({launcher})", flush=True)
-    if missing and launcher == "inprocess":
-        _launch_inprocess(missing, progress)
-    elif missing:
-        _launch_multirun(missing, launcher, progress)
+    launch(missing, launcher, progress, max_workers=workers)
 
     statuses = Counter(r.record.status().get("status", "missing") for r in runs)
     data = sorted({f"{s.get('data_source')} (fingerprint {s.get('data_fingerprint')})"
@@ -123,10 +75,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", default="cpu", choices=BUDGETS)
     parser.add_argument("--launcher", default="inprocess", choices=LAUNCHERS)
     parser.add_argument("--results-dir", default=None)
+    parser.add_argument("--workers", type=int, default=None,
+                        help="joblib: at most this many worker processes (default: one per core)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides applied to every run")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir)
+    build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir, args.workers)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,29 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         return _run(cfg, record, run_dir)
 
 
+def build(cfg: DictConfig) -> tuple[L.LightningDataModule, torch.nn.Module, L.LightningModule]:
+    """Threads, seed, then data module (set up for fit), model (with the data's dims) and task, as every run does.
+
+    Shared with the loop benchmark (``oscrepro.bench.loop``), so that it times exactly what a run trains.
+    """
+    if cfg.get("torch_threads") is not None:
+        torch.set_num_threads(int(cfg.torch_threads))
+    if cfg.seed is not None:  # seed 0 is a seed
+        L.seed_everything(int(cfg.seed), workers=True)
+    datamodule = instantiate(cfg.data)
+    datamodule.setup("fit")
+    model = instantiate(cfg.model, **model_dims(datamodule))
+    return datamodule, model, instantiate(cfg.task, model=model)
+
+
+def callbacks(run_dir: Path, wall_offset: float = 0.0) -> list[L.Callback]:
+    """The callbacks of every run: a checkpoint at each epoch end (resume), per-epoch wall clock."""
+    # save_top_k=1 (no monitor: the newest epoch) so a checkpoint exists after every epoch; last.ckpt links to it.
+    # (save_top_k=0 would write last.ckpt only when training ends: nothing to resume from.)
+    return [ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), save_last="link", save_top_k=1),
+            EpochWallClock(offset_s=wall_offset)]
+
+
 def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
     """Train, test and record one run (the caller holds the run's lock)."""
     record.start(cfg, {"run_id": run_dir.name, "experiment": str(cfg.experiment_name), **provenance()})
@@ -79,14 +102,7 @@ def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
     loggers: list[Logger] = []
     status, metrics, extra = "failed", {}, {}
     try:
-        if cfg.get("torch_threads") is not None:
-            torch.set_num_threads(int(cfg.torch_threads))
-        if cfg.seed is not None:  # seed 0 is a seed
-            L.seed_everything(int(cfg.seed), workers=True)
-        datamodule = instantiate(cfg.data)
-        datamodule.setup("fit")
-        model = instantiate(cfg.model, **model_dims(datamodule))
-        task = instantiate(cfg.task, model=model)
+        datamodule, model, task = build(cfg)
         ckpt_dir = run_dir / "checkpoints"
         last = ckpt_dir / "last.ckpt"
         wall_offset = 0.0
@@ -95,13 +111,8 @@ def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
             wall_offset = history.set_aside(run_dir / "logs", ckpt_epoch)
             log.info("resuming %s after epoch %d", run_dir.name, ckpt_epoch)
         loggers = _loggers(cfg, run_dir)
-        trainer: L.Trainer = instantiate(
-            cfg.trainer, logger=loggers, default_root_dir=str(run_dir),
-            # save_top_k=1 (no monitor: the newest epoch) so a checkpoint exists after every epoch; last.ckpt links
-            # to it. (save_top_k=0 would write last.ckpt only when training ends: nothing to resume from.)
-            callbacks=[ModelCheckpoint(dirpath=str(ckpt_dir), save_last="link", save_top_k=1),
-                       EpochWallClock(offset_s=wall_offset)],
-        )
+        trainer: L.Trainer = instantiate(cfg.trainer, logger=loggers, default_root_dir=str(run_dir),
+                                         callbacks=callbacks(run_dir, wall_offset))
         with expected_on_resume(last.exists()):  # Lightning's "dir exists and is not empty": our own checkpoint
             trainer.fit(task, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
         val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}

@@ -24,12 +24,24 @@ a tangent update of the same shape (see ``oscrepro.models.torus_lm``).
 """
 from __future__ import annotations
 
+import contextlib
 from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
 Aux = dict[str, Tensor]
+
+
+def fp32_only(x: Tensor) -> contextlib.AbstractContextManager:
+    """Autocast off for the block: mechanisms whose arithmetic needs fp32 (complex phasors) run it in fp32 inside
+    a bf16-mixed model (``trainer.precision=bf16-mixed``); the rest of the model keeps autocast."""
+    return torch.autocast(x.device.type, enabled=False)
+
+
+def at_least_fp32(x: Tensor) -> Tensor:
+    """``x`` in fp32 if it is a lower-precision float (bf16/fp16 from autocast); fp32/fp64 unchanged."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
 def split_heads(x: Tensor, n_heads: int) -> Tensor:

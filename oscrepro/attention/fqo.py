@@ -96,7 +96,7 @@ class FixedQueryOscillatorAttention(AttentionBase):
         return w if mask is None else w.masked_fill(~mask, 0.0)
 
     def fixed_point(self, h: Tensor) -> Tensor:
-        """Eq. (4) z* = h/||h|| (App. B eps). ODE inference (papers.fqo.ode_checkpoint) swaps this method for an integrator."""
+        """Eq. (4) z* = h/||h|| (App. B eps). ODE inference (papers.fqo.ode_checkpoint) swaps in an integrator."""
         return F.normalize(h, dim=-1, eps=NORM_EPS)
 
     def settle(self, w: Tensor, r: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -31,7 +31,7 @@ complex-number evaluation of Eq. 2 from its definition; the tests compare all th
 
 Outside a causal model (``causal=False``) the attended sum runs over u != t and the last position has no
 successor (its z_{T} is taken as 0): a choice, the paper only defines the causal case. Complex arithmetic needs
-fp32/fp64 (no bf16/fp16 autocast), as in the paper (fp32).
+fp32/fp64, as in the paper (fp32): under bf16 autocast the mechanism runs in fp32 (``fp32_only``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from oscrepro.attention.base import Aux
+from oscrepro.attention.base import Aux, at_least_fp32, fp32_only
 from oscrepro.attention.kuramoto import (
     KuramotoAttention,
     PhaseGates,
@@ -164,6 +164,10 @@ class FSNAttention(KuramotoAttention):
 
     def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
                 need_weights: bool = False) -> tuple[Tensor, Aux]:
+        with fp32_only(x):  # complex phasors: under trainer.precision=bf16-mixed the coupling still runs in fp32
+            return self._forward(at_least_fp32(x), causal=causal, need_weights=need_weights)
+
+    def _forward(self, x: Tensor, *, causal: bool, need_weights: bool) -> tuple[Tensor, Aux]:
         z = phasors(x)  # (B, T, k) complex
         g = self.phase_gates(z)
         h, t = self.n_heads, x.shape[1]

@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import AttentionBase, Aux
+from oscrepro.attention.base import AttentionBase, Aux, at_least_fp32, fp32_only
 
 
 class GateOutputs(NamedTuple):
@@ -251,6 +251,10 @@ class KuramotoAttention(AttentionBase):
 
     def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
                 need_weights: bool = False) -> tuple[Tensor, Aux]:
+        with fp32_only(x):  # complex phasors: under trainer.precision=bf16-mixed the coupling still runs in fp32
+            return self._forward(at_least_fp32(x), causal=causal, need_weights=need_weights)
+
+    def _forward(self, x: Tensor, *, causal: bool, need_weights: bool) -> tuple[Tensor, Aux]:
         z = phasors(x)  # (B, T, k) complex
         g = self.phase_gates(z)
         h, kh = self.n_heads, self.d_head

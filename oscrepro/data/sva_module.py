@@ -9,31 +9,53 @@ position is ``<verb>``, ``y`` (B,) the subject number, and ``meta`` the analysis
 from __future__ import annotations
 
 import hashlib
+import os
+import pickle
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from oscrepro.data import sva
 from oscrepro.data.base import FINGERPRINT_HEX, DataModuleBase
+from oscrepro.data.paths import cache_dir
 from oscrepro.data.sva import N_CLASSES, VOCAB, SVAExample, generate
 
 
 class SVADataset(Dataset):
-    """Tensors of one split; item = (ids, label, meta)."""
+    """Tensors of one split; item = (ids, label, meta). Batches are fetched whole (``__getitems__``): one tensor
+    index per field instead of a tensor per sentence and a collate, the same tensors as before."""
+
+    META = ("subject_idx", "distractor_idx", "hard", "invariant_subject")
 
     def __init__(self, examples: list[SVAExample]) -> None:
         self.examples = examples
         self.lengths = np.array([len(e.ids) for e in examples])
+        t_max = int(self.lengths.max()) if len(examples) else 0
+        padded = [list(e.ids) + [0] * (t_max - len(e.ids)) for e in examples]
+        self.ids = torch.tensor(padded, dtype=torch.long).reshape(len(examples), t_max)  # (N, T_max), 0-padded
+        self.labels = torch.tensor([e.label for e in examples], dtype=torch.long)  # (N,)
+        self.meta = {k: torch.tensor([getattr(e, k) for e in examples]) for k in self.META}  # long / bool (N,)
 
     def __len__(self) -> int:
         return len(self.examples)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int, dict[str, int | bool]]:
         e = self.examples[i]
-        meta = {"subject_idx": e.subject_idx, "distractor_idx": e.distractor_idx, "hard": e.hard,
-                "invariant_subject": e.invariant_subject}
-        return torch.tensor(e.ids), e.label, meta
+        return torch.tensor(e.ids), e.label, {k: getattr(e, k) for k in self.META}
+
+    def __getitems__(self, idx: list[int]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """A batch of equal-length sentences (LengthBucketSampler): x (B, T), y (B,), meta {k: (B,)}."""
+        index = torch.as_tensor(idx)
+        t = int(self.lengths[idx[0]])
+        return self.ids[index, :t], self.labels[index], {k: v[index] for k, v in self.meta.items()}
+
+
+def _whole_batch(batch: tuple) -> tuple:
+    """collate_fn for datasets that fetch whole batches: the batch as fetched."""
+    return batch
 
 
 class LengthBucketSampler(Sampler[list[int]]):
@@ -65,10 +87,25 @@ class LengthBucketSampler(Sampler[list[int]]):
 
 
 def collate(items: list[tuple[torch.Tensor, int, dict]]) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """Per-item collation (the reference for :meth:`SVADataset.__getitems__`, compared in the tests)."""
     x = torch.stack([it[0] for it in items])  # (B, T)
     y = torch.tensor([it[1] for it in items])  # (B,)
     meta = {k: torch.tensor([it[2][k] for it in items]) for k in items[0][2]}
     return x, y, meta
+
+
+def generate_cached(n: int, seed: int) -> list[SVAExample]:
+    """:func:`~oscrepro.data.sva.generate`, cached on disk (keyed by n, seed and the generator's source code):
+    40K sentences take ~0.6 s to generate, once per run otherwise."""
+    code = hashlib.sha256(Path(sva.__file__).read_bytes()).hexdigest()[:12]
+    path = cache_dir("sva") / f"sva_{n}_{seed}_{code}.pkl"
+    if path.exists():
+        return pickle.loads(path.read_bytes())
+    examples = generate(n, seed)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(pickle.dumps(examples))
+    tmp.replace(path)  # atomic: parallel workers never read a half-written cache
+    return examples
 
 
 class SVADataModule(DataModuleBase):
@@ -88,8 +125,8 @@ class SVADataModule(DataModuleBase):
             return
         sizes = {"train": self.n_train, "val": self.n_val, "test": self.n_test}
         for k, (name, n) in enumerate(sizes.items()):  # disjoint seed streams per split
-            self.splits[name] = SVADataset(generate(n, seed=int(np.random.SeedSequence([self.data_seed, k])
-                                                                .generate_state(1)[0])))
+            seed = int(np.random.SeedSequence([self.data_seed, k]).generate_state(1)[0])
+            self.splits[name] = SVADataset(generate_cached(n, seed))
         digest = hashlib.sha256()
         for ds in self.splits.values():
             digest.update(repr([e.ids + (e.label,) for e in ds.examples]).encode())
@@ -99,7 +136,7 @@ class SVADataModule(DataModuleBase):
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         ds = self.splits[split]
         sampler = LengthBucketSampler(ds.lengths, self.batch_size, shuffle, self.data_seed)
-        return DataLoader(ds, batch_sampler=sampler, collate_fn=collate)
+        return DataLoader(ds, batch_sampler=sampler, collate_fn=_whole_batch)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

@@ -26,11 +26,14 @@ class ClassificationTask(BaseTask):
         self.attention_probe, self.probe_layer = attention_probe, probe_layer
         self._acc: dict[str, list[Tensor]] = defaultdict(list)
 
+    def loss(self, batch: tuple) -> Tensor:
+        """Mean cross-entropy of a training batch (the objective; also what the loop benchmark times bare)."""
+        logits, _ = self.model(batch[0])  # (B, C)
+        return F.cross_entropy(logits, batch[1])
+
     def training_step(self, batch: tuple, batch_idx: int) -> Tensor:
-        x, y = batch[0], batch[1]
-        logits, _ = self.model(x)  # (B, C)
-        loss = self.check_finite(F.cross_entropy(logits, y))
-        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=len(y))
+        loss = self.check_finite(self.loss(batch))
+        self.log_train_loss(loss, len(batch[1]))
         return loss
 
     def _eval_step(self, batch: tuple, split: str) -> None:

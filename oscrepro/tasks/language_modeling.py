@@ -28,9 +28,13 @@ class LanguageModelTask(BaseTask):
         logits, _ = self.model(x)  # (B, T, V)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction=reduction)
 
+    def loss(self, batch: tuple) -> Tensor:
+        """Token-mean cross-entropy of a training batch (the objective; what the loop benchmark times bare)."""
+        return self._loss(batch, "mean")
+
     def training_step(self, batch: tuple, batch_idx: int) -> Tensor:
-        loss = self.check_finite(self._loss(batch, "mean"))
-        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=batch[0].shape[0])
+        loss = self.check_finite(self.loss(batch))
+        self.log_train_loss(loss, batch[0].shape[0])
         return loss
 
     def _eval_step(self, batch: tuple, split: str) -> None:

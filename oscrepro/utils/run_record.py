@@ -23,25 +23,39 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 # Config keys that never influence the numbers a run produces.
+# task.optimizer.foreach: the multi-tensor AdamW gives bit-identical parameters to the per-tensor loop on CPU
+# (tests/unit/tasks/test_optimizer.py) and only changes speed; ignored, so records from before it keep their ids.
 IGNORED_KEYS: tuple[str, ...] = ("paths", "logger", "hydra", "tags", "table_name", "torch_threads",
-                                 "trainer.enable_progress_bar", "trainer.enable_model_summary")
+                                 "trainer.enable_progress_bar", "trainer.enable_model_summary",
+                                 "task.optimizer.foreach")
+# Keys hashed only when they differ from their default: added to the configs after records existed, so a run at
+# the default keeps its id (trainer.precision=bf16-mixed is a different run; 32-true is the run it always was).
+DEFAULT_VALUES: dict[str, Any] = {"trainer.precision": "32-true"}
 FINISHED = ("ok", "diverged")
 
 
-def _drop(d: dict, dotted: str) -> None:
+def _drop(d: dict, dotted: str, only_if: Any = ...) -> None:
+    """Remove the dotted key (if it holds ``only_if``, when given)."""
     *parents, leaf = dotted.split(".")
     for p in parents:
         d = d.get(p) or {}
-    if isinstance(d, dict):
+    if isinstance(d, dict) and (only_if is ... or d.get(leaf, ...) == only_if):
         d.pop(leaf, None)
 
 
-def run_id(cfg: DictConfig) -> str:
-    """12-hex sha256 of the resolved config without :data:`IGNORED_KEYS`."""
+def hashed_payload(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config the run id hashes: without :data:`IGNORED_KEYS` and defaulted :data:`DEFAULT_VALUES`."""
     container = copy.deepcopy(OmegaConf.to_container(cfg, resolve=True))
     for key in IGNORED_KEYS:
         _drop(container, key)
-    blob = json.dumps(container, sort_keys=True, default=str)
+    for key, default in DEFAULT_VALUES.items():
+        _drop(container, key, default)
+    return container
+
+
+def run_id(cfg: DictConfig) -> str:
+    """12-hex sha256 of :func:`hashed_payload`."""
+    blob = json.dumps(hashed_payload(cfg), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from oscrepro.tables.plan import plan
 from oscrepro.tables.spec import BUDGETS, available_tables, load_spec
-from oscrepro.utils.run_record import IGNORED_KEYS, _drop
+from oscrepro.utils.run_record import hashed_payload
 
 
 def run_payload(cfg) -> dict[str, Any]:
     """The part of a resolved config that determines a run's numbers (what the run id hashes)."""
-    container = copy.deepcopy(OmegaConf.to_container(cfg, resolve=True))
-    for key in IGNORED_KEYS:
-        _drop(container, key)
-    return container
+    return hashed_payload(cfg)
 
 
 def digest(payload: dict[str, Any]) -> str:

@@ -1,0 +1,185 @@
+"""Training-loop overhead: the bare step (forward, backward, optimizer) against the same step inside a run's loop.
+
+    python -m oscrepro.bench.loop                      # SVA, WikiText-2 LM, torus LM at budget=cpu; one process
+    python -m oscrepro.bench.loop --models sva --steps 300 --out results/bench/loop_overhead.md
+
+For each model the config is composed exactly as a table composes it (``--budget``, default cpu), and data module,
+model and task are built by :func:`oscrepro.train.build`. Then, in one process and on the same thread count:
+
+* **loop**: a Lightning ``Trainer`` made from the run's ``trainer`` config, with the run's callbacks and CSV logger,
+  fits ``steps`` training batches (validation off, ``limit_val_batches=0``); the time per step is measured from
+  the end of the ``warmup``-th batch to the end of the epoch, so data loading, logging, progress bar, per-step
+  metrics and the epoch-end checkpoint all count;
+* **bare**: a fresh build (same seed) runs ``task.loss(batch)``, ``backward()``, ``optimizer.step()``,
+  ``zero_grad()`` on batches fetched from the same loader beforehand: the model's own cost.
+
+``overhead = loop / bare − 1``. Validation is timed the same way (the run's validation loop against a bare
+``no_grad`` forward over the same batches) and reported separately, since its cadence is one epoch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from lightning.pytorch.loggers import CSVLogger
+
+from oscrepro.tables.runs import compose_run
+from oscrepro.train import build, callbacks
+from oscrepro.utils.provenance import provenance
+from oscrepro.utils.quiet import quiet_third_party
+
+MODELS: dict[str, list[str]] = {  # the three loops the fast-runs issue names, as their tables train them
+    "sva": ["experiment=fqo/sva", "attention=softmax"],
+    "wikitext2": ["experiment=fqo/lm_wikitext2", "attention=softmax"],
+    "torus": ["experiment=fsn/charlm"],
+}
+# (training batches per measurement, untimed warm-up batches): ~1-2 s of SVA, ~15 s of LM steps per measurement
+STEPS: dict[str, tuple[int, int]] = {"sva": (400, 20), "wikitext2": (30, 3), "torus": (10, 2)}
+
+
+class StepTimer(L.Callback):
+    """Wall time per training batch after ``warmup`` batches, up to the end of the training epoch."""
+
+    def __init__(self, warmup: int) -> None:
+        self.warmup, self.t0, self.n, self.per_step = warmup, 0.0, 0, float("nan")
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        self.n += 1
+        if self.n == self.warmup:
+            self.t0 = time.perf_counter()
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.n > self.warmup:
+            self.per_step = (time.perf_counter() - self.t0) / (self.n - self.warmup)
+
+
+def _batches(loader: Any, n: int) -> list[Any]:
+    out = []
+    for b in loader:
+        out.append(b)
+        if len(out) == n:
+            break
+    return out
+
+
+def bare_step_s(cfg: Any, steps: int, warmup: int, bf16: bool = False) -> float:
+    """Mean time of forward + backward + optimizer step over pre-fetched training batches (``bf16``: the forward
+    and loss under ``torch.autocast(bfloat16)``, as ``trainer.precision=bf16-mixed`` runs them)."""
+    dm, _, task = build(cfg)
+    batches = _batches(dm.train_dataloader(), steps)
+    opt = task.configure_optimizers()
+    opt = opt["optimizer"] if isinstance(opt, dict) else opt
+    task.train()
+    for i, b in enumerate(batches):
+        if i == warmup:
+            t0 = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = task.loss(b)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return (time.perf_counter() - t0) / (len(batches) - warmup)
+
+
+def loop_step_s(cfg: Any, steps: int, warmup: int, root: Path) -> tuple[float, float]:
+    """(training step in the loop, validation epoch in the loop) in seconds."""
+    dm, _, task = build(cfg)
+    timer = StepTimer(warmup)
+    trainer: L.Trainer = instantiate(
+        cfg.trainer, max_epochs=1, limit_train_batches=steps, limit_val_batches=0, default_root_dir=str(root),
+        logger=[CSVLogger(save_dir=str(root), name="", version="logs")], callbacks=[*callbacks(root), timer])
+    trainer.fit(task, datamodule=dm)
+    val_trainer: L.Trainer = instantiate(cfg.trainer, logger=False, enable_checkpointing=False,
+                                         limit_val_batches=steps, default_root_dir=str(root))
+    t0 = time.perf_counter()
+    val_trainer.validate(task, datamodule=dm, verbose=False)
+    return timer.per_step, time.perf_counter() - t0
+
+
+@torch.no_grad()
+def bare_val_s(cfg: Any, steps: int) -> float:
+    """A no_grad forward + loss over the validation batches the loop validates on."""
+    dm, _, task = build(cfg)
+    batches = _batches(dm.val_dataloader(), steps)
+    task.eval()
+    t0 = time.perf_counter()
+    for b in batches:
+        task.loss(b)
+    return time.perf_counter() - t0
+
+
+def measure(name: str, overrides: list[str], budget: str, steps: int, warmup: int, repeats: int,
+            bf16: bool = False) -> dict[str, Any]:
+    """One model: loop and bare times (median over ``repeats`` alternations in this process)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = compose_run([*overrides, f"budget={budget}", f"paths.results_dir={tmp}",
+                           "trainer.enable_progress_bar=false"])
+        loops, bares, vals, bare_vals, bf16s = [], [], [], [], []
+        for r in range(repeats):  # alternate so that background load hits both
+            loop, val = loop_step_s(cfg, steps, warmup, Path(tmp) / f"r{r}")
+            loops.append(loop), vals.append(val)
+            bares.append(bare_step_s(cfg, steps, warmup))
+            bare_vals.append(bare_val_s(cfg, steps))
+            if bf16:
+                bf16s.append(bare_step_s(cfg, steps, warmup, bf16=True))
+    loop, bare = statistics.median(loops), statistics.median(bares)
+    val, bval = statistics.median(vals), statistics.median(bare_vals)
+    print(f"[bench.loop] {name}: loop {1e3 * loop:.2f} ms/step, bare {1e3 * bare:.2f} ms/step, "
+          f"overhead {100 * (loop / bare - 1):+.0f} %", flush=True)
+    return {"model": name, "overrides": " ".join(overrides), "batch": int(cfg.data.batch_size), "steps": steps,
+            "threads": torch.get_num_threads(), "loop ms/step": 1e3 * loop, "bare ms/step": 1e3 * bare,
+            "loop / bare": loop / bare, "overhead %": 100 * (loop / bare - 1),
+            "val loop s": val, "val bare s": bval, "val loop / bare": val / bval,
+            **({"bf16 bare ms/step": 1e3 * statistics.median(bf16s),
+                "bf16 speed-up": bare / statistics.median(bf16s)} if bf16 else {})}
+
+
+def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    prov = provenance()
+    head = [f"# Training-loop overhead (budget={args.budget})", "",
+            f"- **Protocol:** `python -m oscrepro.bench.loop {' '.join(args.argv)}`: per model (training batches, "
+            f"untimed warm-up) {args.steps or {m: STEPS[m] for m in args.models}}, median of {args.repeats} "
+            "alternations of loop and bare in one process; validation timed separately (one validation epoch, up "
+            "to the same number of batches).",
+            f"- **Device:** {prov['device']}; **commit** `{prov['git_commit']}`; **date** {prov['date']}; "
+            f"torch {prov['torch']}", ""]
+    cols = list(rows[0])
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in r.values()) + " |")
+    return "\n".join(head + lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m oscrepro.bench.loop", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--budget", default="cpu")
+    parser.add_argument("--steps", type=int, default=None, help=f"default per model: {STEPS}")
+    parser.add_argument("--warmup", type=int, default=None)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--bf16", action="store_true", help="also time the bare step under bf16 autocast")
+    parser.add_argument("--out", type=Path, default=None, help="write the markdown table here")
+    args = parser.parse_args(argv)
+    args.argv = argv if argv is not None else __import__("sys").argv[1:]
+    quiet_third_party()
+    rows = [measure(m, MODELS[m], args.budget, args.steps or STEPS[m][0],
+                    args.warmup if args.warmup is not None else STEPS[m][1], args.repeats, args.bf16)
+            for m in args.models]
+    text = render(rows, args)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

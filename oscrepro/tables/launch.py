@@ -1,0 +1,114 @@
+"""Run every missing run of a table in one pool: in-process, local worker processes (joblib), or a SLURM array.
+
+One pool per table, not one sweep per cell: with 9 runs and 2 workers a table takes 5 rounds, not 6 (a per-cell
+sweep of 3 seeds ends every cell with one worker idle). Workers x threads = cores: each worker's runs get
+``torch_threads = cores // workers`` (``torch_threads`` is not part of the run id, so records are shared with
+runs trained at any thread count). The sweep line reports each run as it finishes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from oscrepro.tables.runs import RunRequest
+
+LAUNCHERS = ("inprocess", "joblib", "submitit_slurm")
+
+
+class Progress:
+    """Sweep-level progress line: done/total, failures, ETA from the mean time of runs done in this call."""
+
+    def __init__(self, key: str, total: int, done: int, workers: int = 1) -> None:
+        self.key, self.total, self.done, self.t0, self.new = key, total, done, time.time(), 0
+        self.workers = workers
+        self.status: Counter[str] = Counter()
+
+    def update(self, n: int = 1, status: str | None = None) -> None:
+        self.done, self.new = self.done + n, self.new + n
+        if status:
+            self.status[status] += n
+        per = (time.time() - self.t0) / max(self.new, 1)  # wall time per finished run, workers included
+        eta = per * (self.total - self.done)
+        flags = "".join(f", {v} {k}" for k, v in self.status.items() if k != "ok")
+        print(f"[table {self.key}] {self.done}/{self.total} runs done{flags}, ETA {eta / 60:.1f} min", flush=True)
+
+
+def cores() -> int:
+    """CPU cores this process may use (the affinity mask, not the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def plan_workers(n_runs: int, n_cores: int, max_workers: int | None = None) -> tuple[int, int]:
+    """(workers, threads per worker) with workers x threads <= cores, as many workers as runs allow."""
+    workers = max(1, min(n_runs, n_cores, max_workers or n_cores))
+    return workers, max(1, n_cores // workers)
+
+
+def _with_threads(cfg: DictConfig, threads: int) -> DictConfig:
+    cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    cfg.torch_threads = threads
+    return cfg
+
+
+def _train(cfg: DictConfig) -> dict[str, Any]:
+    from oscrepro.train import train  # imported in the worker
+
+    return train(cfg)
+
+
+def launch(missing: list[RunRequest], launcher: str, progress: Progress, max_workers: int | None = None,
+           slurm: dict[str, Any] | None = None) -> None:
+    """Train ``missing`` with ``launcher``; every finished run updates ``progress``."""
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"launcher={launcher!r}; valid: {', '.join(LAUNCHERS)}")
+    if not missing:
+        return
+    if launcher == "inprocess":
+        for req in missing:
+            progress.update(status=_train(req.cfg)["status"])
+        return
+    if launcher == "joblib":
+        workers, threads = plan_workers(len(missing), cores(), max_workers)
+        progress.workers = workers
+        print(f"[table {progress.key}] {workers} worker process(es) x {threads} thread(s)", flush=True)
+        cfgs = [_with_threads(r.cfg, threads) for r in missing]
+        _report(_joblib_results(cfgs, workers), progress)
+        return
+    _report(_submitit_results([r.cfg for r in missing], slurm or {}), progress)
+
+
+def _report(results: Iterable[dict[str, Any]], progress: Progress) -> None:
+    for result in results:
+        progress.update(status=result["status"])
+
+
+def _joblib_results(cfgs: list[DictConfig], workers: int) -> Iterable[dict[str, Any]]:
+    from joblib import Parallel, delayed
+
+    # loky worker processes (spawned once, reused across runs); results arrive as runs finish
+    return Parallel(n_jobs=workers, backend="loky", return_as="generator_unordered")(
+        delayed(_train)(cfg) for cfg in cfgs)
+
+
+def _submitit_results(cfgs: list[DictConfig], slurm: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    """One SLURM job array over the missing runs (``pip install -e '.[slurm]'``)."""
+    try:
+        import submitit
+    except ImportError as err:
+        raise ImportError("--launcher submitit_slurm needs submitit: pip install -e '.[slurm]'") from err
+    executor = submitit.AutoExecutor(folder=slurm.pop("folder", "results/submitit/%j"))
+    executor.update_parameters(**slurm)
+    jobs = executor.map_array(_train, cfgs)
+    waiting: list[Any] = list(jobs)
+    while waiting:
+        for job in [j for j in waiting if j.done()]:
+            waiting.remove(job)
+            yield job.result()
+        time.sleep(5)
+
