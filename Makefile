@@ -10,7 +10,7 @@ LAUNCHER ?= inprocess
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test test-all lint format table table4 bench clean
+.PHONY: help install demo test test-all lint format table table4 bench bench-loop clean
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
@@ -52,6 +52,9 @@ table4: install ## fqo Table 4 + Figure 6 (d_osc sweep on WikiText-2 and TinySto
 
 bench: install ## Mechanism vs softmax block benchmark (ratios in one process): make bench ARGS='block=ssa'
 	$(PY) -m oscrepro.bench $(ARGS)
+
+bench-loop: install ## Training-loop overhead (loop vs bare step) and bf16 speed-up: results/bench/loop_overhead.md
+	$(PY) -m oscrepro.bench.loop --bf16 --out results/bench/loop_overhead.md $(ARGS)
 
 clean: ## Remove caches and run records (results/runs, results/hydra); committed tables stay
 	rm -rf results/runs results/hydra results/wandb .cache .pytest_cache .ruff_cache lightning_logs outputs multirun

@@ -27,8 +27,13 @@ log = logging.getLogger("oscrepro.table")
 
 
 def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extra: list[str] | None = None,
-                results_dir: str | Path | None = None, workers: int | None = None) -> Path:
-    """Build one table and return the path of its markdown rendering."""
+                results_dir: str | Path | None = None, workers: int | None = None, variant: str | None = None) -> Path:
+    """Build one table and return the path of its markdown rendering.
+
+    ``variant``: a name for a build whose ``extra`` overrides change the runs (e.g. ``bf16`` with
+    ``trainer.precision=bf16-mixed``); it renders into ``<paper>[/<budget>]/<variant>/`` beside the plain table,
+    and the header lists the overrides.
+    """
     if budget not in BUDGETS:
         raise ValueError(f"budget={budget!r}; valid: {', '.join(BUDGETS)}")
     if launcher not in LAUNCHERS:
@@ -38,6 +43,10 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
     # paper-budget artifacts live in results/<paper>/, scaled-down ones in results/<paper>/<budget>/, so a cpu
     # build can never overwrite a paper-budget table
     out_dir = results / spec.paper if budget == "paper" else results / spec.paper / budget
+    if variant:
+        out_dir = out_dir / variant
+    elif extra and any(not o.startswith(("paths.", "trainer.enable_progress_bar")) for o in extra):
+        log.warning("extra overrides %s without --variant: the table renders over the plain one", extra)
     if spec.kind == "analysis":
         fn = get_method(spec.analysis["_target_"])
         kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets")}
@@ -46,7 +55,8 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         return render_analysis_table(spec, budget, columns, rows, out_dir, notes)
 
     # one sweep-level progress line instead of a progress bar per run (the bar does not change the run id)
-    extra = [f"paths.results_dir={results}", "trainer.enable_progress_bar=false", *(extra or [])]
+    user_extra = list(extra or [])
+    extra = [f"paths.results_dir={results}", "trainer.enable_progress_bar=false", *user_extra]
     cells = plan(spec, budget, extra)
     runs = unique_runs(cells)
     missing = [r for r in runs if not r.record.finished()]
@@ -63,6 +73,9 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         post = get_method(spec.post["_target_"])
         notes = post(spec=spec, cells=agg, out_dir=out_dir, budget=budget, results_dir=results,
                      **{k: v for k, v in spec.post.items() if k != "_target_"})
+    if user_extra:
+        label = f" (variant `{variant}`)" if variant else ""
+        notes = [f"**Overrides of every run{label}:** `{' '.join(user_extra)}`", *notes]
     path = render_runs_table(spec, budget, agg, out_dir, data, dict(statuses), notes)
     print(f"[table {key}] wrote {path} and {path.with_suffix('.csv')}", flush=True)
     return path
@@ -75,12 +88,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", default="cpu", choices=BUDGETS)
     parser.add_argument("--launcher", default="inprocess", choices=LAUNCHERS)
     parser.add_argument("--results-dir", default=None)
+    parser.add_argument("--variant", default=None,
+                        help="render into <paper>[/<budget>]/<variant>/ (for builds whose overrides change the runs)")
     parser.add_argument("--workers", type=int, default=None,
                         help="joblib: at most this many worker processes (default: one per core)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides applied to every run")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir, args.workers)
+    build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir, args.workers, args.variant)
 
 
 if __name__ == "__main__":
