@@ -52,7 +52,9 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets")}
         kwargs.update((spec.analysis.get("budgets") or {}).get(budget, {}))
         columns, rows, notes = fn(out_dir=out_dir, budget=budget, results_dir=results, **kwargs)
-        return render_analysis_table(spec, budget, columns, rows, out_dir, notes)
+        path = render_analysis_table(spec, budget, columns, rows, out_dir, notes)
+        print(f"[table {key}] wrote {path} and {path.with_suffix('.csv')}", flush=True)
+        return path
 
     # one sweep-level progress line instead of a progress bar per run (the bar does not change the run id)
     user_extra = list(extra or [])

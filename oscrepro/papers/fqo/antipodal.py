@@ -35,6 +35,8 @@ import numpy as np
 from scipy.integrate import quad
 from scipy.special import gammaln
 
+from oscrepro.analysis.figures import save_figure
+
 PAPER_D_OSCS = (2, 4, 8, 16, 32, 64)
 KS_CRIT_1PCT = 1.63  # asymptotic 1 % critical value of sqrt(N) * sup |F_N - F|
 
@@ -161,9 +163,4 @@ def plot_figure2(result: dict[str, Any], path: str | Path, overlay: dict[str, An
         + (f", x {overlay['sampler']})" if overlay is not None else ")"),
     )
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from oscrepro.analysis.figures import save_figure
 from oscrepro.papers.fqo.lohe_ode import dopri5_batched, dopri5_plane, lohe_closed_form, solve_scipy
 
 METHODS = ("batched", "batched_rd", "scipy", "closed_form")
@@ -236,10 +237,5 @@ def plot_figure7(sweep_rows: list[dict[str, Any]], dosc_rows: list[dict[str, Any
     ax_b.set_xticks(ds, [str(x) for x in ds])
     ax_b.xaxis.set_minor_formatter(NullFormatter())
     ax_b.legend()
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 

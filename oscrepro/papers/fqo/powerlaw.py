@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from oscrepro.analysis.figures import save_figure
+
 
 def power_law(x: np.ndarray | Sequence[float] | float, c: float, alpha: float) -> np.ndarray:
     """C * x^(-alpha), element-wise."""
@@ -108,9 +110,5 @@ def plot_figure6(panels: Sequence[dict[str, Any]], path: str | Path) -> list[dic
         ax.set_xticks(d, [f"{v:g}" for v in d])
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
     return fits

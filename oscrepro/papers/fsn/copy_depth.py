@@ -49,6 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
+from oscrepro.analysis.figures import save_figure
+
 DEPTH_BINS: tuple[tuple[int, int], ...] = ((0, 1), (2, 3), (4, 7), (8, 15), (16, 23), (24, 32))
 DEEP_FROM = 16  # bins starting at this depth pool the standard and enriched slices
 
@@ -369,11 +371,7 @@ def _finish(fig: object, ax: object, path: str | Path, xlabel: str, title: str) 
     ax.axhline(0.0, color="k", lw=0.8)
     ax.set(xlabel=xlabel, ylabel="Δ bits/char vs reference", title=title)
     ax.legend()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_bin_margins(families: dict[str, list[list[BinMargin]]], path: str | Path, title: str = "") -> Path:

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from oscrepro.analysis.figures import save_figure
+
 
 @dataclass(frozen=True)
 class LayerKernel:
@@ -140,8 +142,4 @@ def plot_figure2(kernels: list[LayerKernel], path: str | Path, title: str = "") 
     ax_b.legend(fontsize=7, ncol=2, loc="center right")
     if title:
         fig.suptitle(title)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    return save_figure(fig, path)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from oscrepro.analysis.figures import save_figure
 from oscrepro.tables.runs import source_runs
 
 
@@ -105,10 +106,7 @@ def plot_figure3(panels: list[tuple[str, list[Curve], list[Curve], dict[str, Any
         ax.axhline(res["target_mean"], ls="--", color="gray", lw=0.8)
         ax.set(title=f"{label} ({len(fsn)}×{len(xf)} seeds)", xlabel="cumulative wall-clock (s)", ylabel="val bpc")
         ax.legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    return save_figure(fig, path)
 
 
 # ------------------------------------------------------------------------------------------------ Table 2
