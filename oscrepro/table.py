@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=None,
                         help="joblib: at most this many worker processes (default: one per core)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides applied to every run")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir, args.workers, args.variant)
 
