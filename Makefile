@@ -53,8 +53,8 @@ table4: install ## fqo Table 4 + Figure 6 (d_osc sweep on WikiText-2 and TinySto
 bench: install ## Mechanism vs softmax block benchmark (ratios in one process): make bench ARGS='block=ssa'
 	$(PY) -m oscrepro.bench $(ARGS)
 
-bench-loop: install ## Training-loop overhead (loop vs bare step) and bf16 speed-up: results/bench/loop_overhead.md
-	$(PY) -m oscrepro.bench.loop --bf16 --out results/bench/loop_overhead.md $(ARGS)
+bench-loop: install ## Training-loop overhead (loop vs bare step): results/bench/loop_overhead.md; ARGS=--bf16 adds bf16 speed-ups
+	$(PY) -m oscrepro.bench.loop --out results/bench/loop_overhead.md $(ARGS)
 
 clean: ## Remove caches and run records (results/runs, results/hydra); committed tables stay
 	rm -rf results/runs results/hydra results/wandb .cache .pytest_cache .ruff_cache lightning_logs outputs multirun
