@@ -24,9 +24,8 @@ LAUNCHERS = ("inprocess", "joblib", "submitit_slurm")
 class Progress:
     """Sweep-level progress line: done/total, failures, ETA from the mean time of runs done in this call."""
 
-    def __init__(self, key: str, total: int, done: int, workers: int = 1) -> None:
+    def __init__(self, key: str, total: int, done: int) -> None:
         self.key, self.total, self.done, self.t0, self.new = key, total, done, time.time(), 0
-        self.workers = workers
         self.status: Counter[str] = Counter()
 
     def update(self, n: int = 1, status: str | None = None) -> None:
@@ -75,7 +74,6 @@ def launch(missing: list[RunRequest], launcher: str, progress: Progress, max_wor
         return
     if launcher == "joblib":
         workers, threads = plan_workers(len(missing), cores(), max_workers)
-        progress.workers = workers
         print(f"[table {progress.key}] {workers} worker process(es) x {threads} thread(s)", flush=True)
         cfgs = [_with_threads(r.cfg, threads) for r in missing]
         _report(_joblib_results(cfgs, workers), progress)

@@ -9,7 +9,6 @@ that trains it, unless ``train_missing`` (set by smoke budgets, where those runs
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from torch import Tensor, nn
 
 from oscrepro.data.base import model_dims
 from oscrepro.tables.spec import CONF_DIR, SpecError, load_spec
-from oscrepro.utils.run_record import IGNORED_KEYS, RunRecord, run_dir
+from oscrepro.utils.run_record import RunRecord, _drop, hashed_payload, run_dir
 
 CKPT_NAME = "last.ckpt"
 MODEL_PREFIX = "model."  # BaseTask stores the backbone as ``self.model``
@@ -67,16 +66,12 @@ class RunRequest:
 
 
 # ------------------------------------------------------------------------------------ runs of table cells
-def _normalised(container: dict) -> str:
-    c = copy.deepcopy(container)
-    for dotted in (*IGNORED_KEYS, *DEVICE_KEYS):
-        *parents, leaf = dotted.split(".")
-        d: Any = c
-        for p in parents:
-            d = d.get(p) if isinstance(d, dict) else None
-        if isinstance(d, dict):
-            d.pop(leaf, None)
-    return json.dumps(c, sort_keys=True, default=str)
+def _normalised(cfg: DictConfig) -> str:
+    """The run-id payload (:func:`hashed_payload`) without :data:`DEVICE_KEYS`, as comparable text."""
+    payload = hashed_payload(cfg)
+    for dotted in DEVICE_KEYS:
+        _drop(payload, dotted)
+    return json.dumps(payload, sort_keys=True, default=str)
 
 
 def find_record(req: RunRequest) -> Path | None:
@@ -85,11 +80,11 @@ def find_record(req: RunRequest) -> Path | None:
         return req.run_dir
     if not req.run_dir.parent.is_dir():
         return None
-    want = _normalised(OmegaConf.to_container(req.cfg, resolve=True))
+    want = _normalised(req.cfg)
     hits = []
     for cfg_path in req.run_dir.parent.glob("*/config.yaml"):
         if RunRecord(cfg_path.parent).finished():
-            if _normalised(OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=True)) == want:
+            if _normalised(OmegaConf.load(cfg_path)) == want:
                 hits.append(cfg_path.parent)
     return max(hits, key=lambda p: p.stat().st_mtime) if hits else None
 

@@ -12,11 +12,6 @@ from oscrepro.tables.spec import BUDGETS, available_tables, load_spec
 from oscrepro.utils.run_record import hashed_payload
 
 
-def run_payload(cfg) -> dict[str, Any]:
-    """The part of a resolved config that determines a run's numbers (what the run id hashes)."""
-    return hashed_payload(cfg)
-
-
 def digest(payload: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -41,7 +36,7 @@ def snapshot() -> dict[str, Any]:
                 analyses[f"{key}|{budget}|post"] = {k: v for k, v in spec.post.items() if k != "_target_"}
             for (ri, col), reqs in plan(spec, budget).items():
                 for seed, req in zip(spec.seeds_for(budget), reqs, strict=True):
-                    payload = run_payload(req.cfg)
+                    payload = hashed_payload(req.cfg)
                     cells[f"{key}|{budget}|{spec.rows[ri].label}|{col}|{seed}"] = h = digest(payload)
                     configs[h] = payload
     return {"cells": cells, "configs": configs, "analyses": analyses}
