@@ -24,20 +24,47 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from hydra.utils import instantiate
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, Logger
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from oscrepro.data.base import model_dims
 from oscrepro.tasks.base import DivergedError
 from oscrepro.utils import history
-from oscrepro.utils.callbacks import EpochWallClock
+from oscrepro.utils.callbacks import EpochCheckpoint, EpochWallClock
 from oscrepro.utils.provenance import provenance
 from oscrepro.utils.quiet import expected_on_resume, quiet_third_party
 from oscrepro.utils.run_record import RunRecord
 from oscrepro.utils.run_record import run_dir as run_dir_of
 
 log = logging.getLogger("oscrepro.train")
+
+# Trainer-config keys the task applies itself (manual optimization, oscrepro.tasks.base), not Lightning.
+LOOP_KEYS = ("gradient_clip_val", "gradient_clip_algorithm", "accumulate_grad_batches")
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
+def cheap_cuda_check() -> None:
+    """Importing Lightning sets ``PYTORCH_NVML_BASED_CUDA_CHECK=1``: ``torch.cuda.is_available()``, which AdamW's
+    step calls every step, then loads NVML through ctypes each time (~30 µs, 2 % of an SVA step here). On a
+    machine without a CUDA device the runtime check is as fork-safe (there is no device to initialise) and costs
+    0.4 µs, so it is switched back there; with a GPU Lightning's setting stays."""
+    if os.environ.get(NVML_CHECK) == "1" and not torch.cuda.is_available():
+        os.environ[NVML_CHECK] = "0"
+
+
+cheap_cuda_check()
+
+
+def make_trainer(cfg: DictConfig, task: L.LightningModule, **kwargs: Any) -> L.Trainer:
+    """``Trainer`` from ``cfg.trainer`` (plus ``kwargs``), with the loop keys (:data:`LOOP_KEYS`) given to the task,
+    which optimizes manually: one place, so training, benchmarks and analyses run the same loop."""
+    tcfg = OmegaConf.to_container(cfg.trainer, resolve=True)
+    loop = {k: tcfg.pop(k) for k in LOOP_KEYS if k in tcfg}
+    loop.update({k: kwargs.pop(k) for k in LOOP_KEYS if k in kwargs})
+    if loop.get("accumulate_grad_batches") is None:
+        loop.pop("accumulate_grad_batches", None)
+    task.configure_loop(**loop)
+    return instantiate(tcfg, **kwargs)
 
 
 def _loggers(cfg: DictConfig, run_dir: Path) -> list[Logger]:
@@ -91,7 +118,7 @@ def callbacks(run_dir: Path, wall_offset: float = 0.0) -> list[L.Callback]:
     """The callbacks of every run: a checkpoint at each epoch end (resume), per-epoch wall clock."""
     # save_top_k=1 (no monitor: the newest epoch) so a checkpoint exists after every epoch; last.ckpt links to it.
     # (save_top_k=0 would write last.ckpt only when training ends: nothing to resume from.)
-    return [ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), save_last="link", save_top_k=1),
+    return [EpochCheckpoint(dirpath=str(run_dir / "checkpoints"), save_last="link", save_top_k=1),
             EpochWallClock(offset_s=wall_offset)]
 
 
@@ -111,8 +138,8 @@ def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
             wall_offset = history.set_aside(run_dir / "logs", ckpt_epoch)
             log.info("resuming %s after epoch %d", run_dir.name, ckpt_epoch)
         loggers = _loggers(cfg, run_dir)
-        trainer: L.Trainer = instantiate(cfg.trainer, logger=loggers, default_root_dir=str(run_dir),
-                                         callbacks=callbacks(run_dir, wall_offset))
+        trainer = make_trainer(cfg, task, logger=loggers, default_root_dir=str(run_dir),
+                               callbacks=callbacks(run_dir, wall_offset))
         with expected_on_resume(last.exists()):  # Lightning's "dir exists and is not empty": our own checkpoint
             trainer.fit(task, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
         val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}

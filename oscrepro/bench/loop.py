@@ -28,11 +28,10 @@ from typing import Any
 
 import lightning as L
 import torch
-from hydra.utils import instantiate
 from lightning.pytorch.loggers import CSVLogger
 
 from oscrepro.tables.runs import compose_run
-from oscrepro.train import build, callbacks
+from oscrepro.train import build, callbacks, make_trainer
 from oscrepro.utils.provenance import provenance
 from oscrepro.utils.quiet import quiet_third_party
 
@@ -93,12 +92,12 @@ def loop_step_s(cfg: Any, steps: int, warmup: int, root: Path) -> tuple[float, f
     """(training step in the loop, validation epoch in the loop) in seconds."""
     dm, _, task = build(cfg)
     timer = StepTimer(warmup)
-    trainer: L.Trainer = instantiate(
-        cfg.trainer, max_epochs=1, limit_train_batches=steps, limit_val_batches=0, default_root_dir=str(root),
+    trainer = make_trainer(
+        cfg, task, max_epochs=1, limit_train_batches=steps, limit_val_batches=0, default_root_dir=str(root),
         logger=[CSVLogger(save_dir=str(root), name="", version="logs")], callbacks=[*callbacks(root), timer])
     trainer.fit(task, datamodule=dm)
-    val_trainer: L.Trainer = instantiate(cfg.trainer, logger=False, enable_checkpointing=False,
-                                         limit_val_batches=steps, default_root_dir=str(root))
+    val_trainer = make_trainer(cfg, task, logger=False, enable_checkpointing=False, limit_val_batches=steps,
+                               default_root_dir=str(root))
     t0 = time.perf_counter()
     val_trainer.validate(task, datamodule=dm, verbose=False)
     return timer.per_step, time.perf_counter() - t0

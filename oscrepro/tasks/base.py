@@ -1,4 +1,14 @@
-"""Shared LightningModule plumbing: optimizer/scheduler from config partials and divergence detection."""
+"""Shared LightningModule plumbing: the training step, optimizer/scheduler from config partials, divergence detection.
+
+The optimization is written out here (Lightning manual optimization) instead of Lightning's automatic loop: on a
+small model the automatic loop's closure and per-step hook chain cost about as much as the model (SVA: 0.2 ms of a
+1.5 ms step, measured by ``python -m oscrepro.bench.loop``). What a step computes is unchanged: the loss divided by
+``accumulate_grad_batches``, backward, and every ``accumulate_grad_batches`` batches (or at the epoch's last batch)
+gradient clipping through Lightning's precision plugin, ``optimizer.step()``, ``zero_grad(set_to_none=True)``; an
+epoch-interval scheduler steps once at the end of every training epoch. The trainer config keeps its keys
+(``gradient_clip_val``, ``gradient_clip_algorithm``, ``accumulate_grad_batches``): :func:`oscrepro.train.make_trainer`
+hands them to the task (:meth:`BaseTask.configure_loop`) instead of to Lightning.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +43,39 @@ class BaseTask(L.LightningModule):
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
         self.debug_nan_step = debug_nan_step
+        self.automatic_optimization = False  # training_step optimizes (module docstring)
+        self.gradient_clip_val: float | None = None
+        self.gradient_clip_algorithm: str = "norm"
+        self.accumulate_grad_batches: int = 1
+
+    def configure_loop(self, gradient_clip_val: float | None = None, gradient_clip_algorithm: str | None = "norm",
+                       accumulate_grad_batches: int = 1) -> None:
+        """The trainer config's clipping and accumulation, applied by :meth:`training_step`."""
+        if accumulate_grad_batches < 1:
+            raise ValueError(f"trainer.accumulate_grad_batches={accumulate_grad_batches}: must be >= 1")
+        self.gradient_clip_val = float(gradient_clip_val) if gradient_clip_val else None
+        self.gradient_clip_algorithm = gradient_clip_algorithm or "norm"
+        self.accumulate_grad_batches = int(accumulate_grad_batches)
+
+    def batch_size(self, batch: Any) -> int:
+        """Examples in a batch (the first element's leading dimension); weights the epoch's mean loss."""
+        return len(batch[0])
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        """Loss (``self.loss``, checked finite, logged), backward, and every ``accumulate_grad_batches`` batches
+        clip, step and zero the gradients."""
+        loss = self.check_finite(self.loss(batch))
+        self.log_train_loss(loss, self.batch_size(batch))
+        acc = self.accumulate_grad_batches
+        self.manual_backward(loss / acc if acc > 1 else loss)
+        if acc == 1 or (batch_idx + 1) % acc == 0 or self.trainer.is_last_batch:
+            opt = self.optimizers()
+            if self.gradient_clip_val:
+                self.clip_gradients(opt, gradient_clip_val=self.gradient_clip_val,
+                                    gradient_clip_algorithm=self.gradient_clip_algorithm)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return loss.detach()
 
     def on_train_epoch_start(self) -> None:
         self._loss_sum, self._loss_n = torch.zeros(()), 0
@@ -53,6 +96,9 @@ class BaseTask(L.LightningModule):
     def on_train_epoch_end(self) -> None:
         if self._loss_n:
             self.log("train/loss_epoch", self._loss_sum / self._loss_n, on_step=False, on_epoch=True)
+        scheduler = self.lr_schedulers()
+        if scheduler is not None:  # epoch interval (configure_optimizers); manual optimization steps it here
+            scheduler.step()
 
     def configure_optimizers(self) -> Any:
         params = [p for p in self.parameters() if p.requires_grad]

@@ -31,11 +31,6 @@ class ClassificationTask(BaseTask):
         logits, _ = self.model(batch[0])  # (B, C)
         return F.cross_entropy(logits, batch[1])
 
-    def training_step(self, batch: tuple, batch_idx: int) -> Tensor:
-        loss = self.check_finite(self.loss(batch))
-        self.log_train_loss(loss, len(batch[1]))
-        return loss
-
     def _eval_step(self, batch: tuple, split: str) -> None:
         x, y = batch[0], batch[1]
         meta = batch[2] if len(batch) > 2 else {}

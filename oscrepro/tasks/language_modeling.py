@@ -32,11 +32,6 @@ class LanguageModelTask(BaseTask):
         """Token-mean cross-entropy of a training batch (the objective; what the loop benchmark times bare)."""
         return self._loss(batch, "mean")
 
-    def training_step(self, batch: tuple, batch_idx: int) -> Tensor:
-        loss = self.check_finite(self.loss(batch))
-        self.log_train_loss(loss, batch[0].shape[0])
-        return loss
-
     def _eval_step(self, batch: tuple, split: str) -> None:
         total = self._sums.setdefault(split, [0.0, 0.0])
         total[0] += float(self._loss(batch, "sum"))
