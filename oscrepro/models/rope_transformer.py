@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import math
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from oscrepro.attention.base import Aux, causal_mask, merge_heads, split_heads
+from oscrepro.attention.rope import apply_rope, rope_tables
 
 
 def rope_transformer_params(d: int, vocab_size: int, n_layers: int = 4, ffn_mult: int = 4,
@@ -50,20 +50,6 @@ def search_width(target: int, vocab_size: int, n_layers: int = 4, ffn_mult: int 
         elif rope_transformer_params(d, vocab_size, n_layers, ffn_mult, final_norm) > target:
             return best_d
         d += unit
-
-
-def rope_tables(t: int, d_head: int, base: float, device: torch.device | None = None) -> tuple[Tensor, Tensor]:
-    """cos, sin tables (T, d_head) for rotate-half RoPE."""
-    inv = base ** (-torch.arange(0, d_head, 2, dtype=torch.float32, device=device) / d_head)  # (d_head/2,)
-    ang = torch.arange(t, dtype=torch.float32, device=device)[:, None] * inv  # (T, d_head/2)
-    ang = torch.cat([ang, ang], dim=-1)
-    return ang.cos(), ang.sin()
-
-
-def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """(B, H, T, Dh) rotated by position: x * cos + rotate_half(x) * sin."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
 
 class RopeAttention(nn.Module):
