@@ -9,9 +9,10 @@ Parameters: W_Q d -> d, W_K and W_V d -> n_kv_heads d_h, W_O d -> d, with no bia
 heads and 2 KV heads, one layer saves 2 (512 * 512 - 512 * 128) = 393,216 weights. Over 8 layers that is
 3,145,728, so 60,343,296 drops to 57,197,568 (Table 11).
 
-Choices: Table 9 gives a *ratio* (KV heads = 1/4 of the query heads, group size 4), while the config fixes
-``n_kv_heads: 2`` (right for 8 heads). Other sizes need an override, e.g. 3 for Medium's 12 heads and 4 for
-Large's 16. With ``n_kv_heads == n_heads`` this is exactly multi-head softmax attention. ``rope=True`` rotates
+Choices: Table 9 gives a *ratio* (KV heads = 1/4 of the query heads, group size 4), so the config gives
+``group_size: 4`` and ``n_kv_heads: null``: n_kv_heads = max(1, n_heads // group_size), i.e. 2 / 3 / 4 for Small /
+Medium / Large and 1 for the cpu models' 2 heads (a group of 2: the nearest to the paper's ratio that still
+shares KV heads). An explicit ``n_kv_heads`` takes precedence. With ``n_kv_heads == n_heads`` this is exactly multi-head softmax attention. ``rope=True`` rotates
 q and k after the projection (index positions 0..T-1, ``pos`` ignored as for every mechanism).
 """
 
@@ -29,9 +30,11 @@ from oscrepro.attention.rope import rope_qk
 class GroupedQueryAttention(AttentionBase):
     """Softmax attention with n_kv_heads key/value heads shared by groups of n_heads / n_kv_heads query heads."""
 
-    def __init__(self, d_model: int, n_heads: int, layer_idx: int = 0, n_kv_heads: int = 2, bias: bool = False,
-                 rope: bool = False, rope_base: float = 10000.0) -> None:
+    def __init__(self, d_model: int, n_heads: int, layer_idx: int = 0, n_kv_heads: int | None = 2,
+                 group_size: int = 4, bias: bool = False, rope: bool = False, rope_base: float = 10000.0) -> None:
         super().__init__(d_model, n_heads, layer_idx)
+        if n_kv_heads is None:
+            n_kv_heads = max(1, n_heads // group_size)
         if n_kv_heads < 1 or n_heads % n_kv_heads:
             raise ValueError(f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}: every KV head must "
                              f"serve a whole group of query heads (Table 9: n_kv_heads = n_heads / 4)")

@@ -30,15 +30,23 @@ class DivergedError(RuntimeError):
 
 
 class BaseTask(L.LightningModule):
-    """Owns the model, builds the optimizer (and optional per-epoch scheduler) from Hydra partials.
+    """Owns the model, builds the optimizer and an optional scheduler from Hydra partials.
+
+    ``scheduler_interval``: ``epoch`` (the partial is called with ``T_max`` = max_epochs and stepped at every
+    training epoch's end) or ``step`` (the partial carries its own length, e.g. ``oscrepro.tasks.schedules``'
+    ``warmup_cosine``, and is stepped after every optimizer step).
 
     ``debug_nan_step`` is a fault-injection knob used only by ``conf/debug/diverge.yaml`` and the tests: at that
     global step the loss is replaced by NaN so the divergence path can be exercised end to end.
     """
 
     def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
-                 scheduler: Callable[..., Any] | None = None, debug_nan_step: int | None = None) -> None:
+                 scheduler: Callable[..., Any] | None = None, debug_nan_step: int | None = None,
+                 scheduler_interval: str = "epoch") -> None:
         super().__init__()
+        if scheduler_interval not in ("epoch", "step"):
+            raise ValueError(f"task.scheduler_interval={scheduler_interval!r}; valid: epoch, step")
+        self.scheduler_interval = scheduler_interval
         self.model = model
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
@@ -75,6 +83,8 @@ class BaseTask(L.LightningModule):
                                     gradient_clip_algorithm=self.gradient_clip_algorithm)
             opt.step()
             opt.zero_grad(set_to_none=True)
+            if self.scheduler_interval == "step" and self.scheduler_factory is not None:
+                self.lr_schedulers().step()
         return loss.detach()
 
     def on_train_epoch_start(self) -> None:
@@ -97,7 +107,7 @@ class BaseTask(L.LightningModule):
         if self._loss_n:
             self.log("train/loss_epoch", self._loss_sum / self._loss_n, on_step=False, on_epoch=True)
         scheduler = self.lr_schedulers()
-        if scheduler is not None:  # epoch interval (configure_optimizers); manual optimization steps it here
+        if scheduler is not None and self.scheduler_interval == "epoch":  # manual optimization steps it here
             scheduler.step()
 
     def configure_optimizers(self) -> Any:
@@ -105,6 +115,8 @@ class BaseTask(L.LightningModule):
         opt = self.optimizer_factory(params)
         if self.scheduler_factory is None:
             return opt
+        if self.scheduler_interval == "step":
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": self.scheduler_factory(opt), "interval": "step"}}
         sched = self.scheduler_factory(opt, T_max=max(1, self.trainer.max_epochs or 1))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
 

@@ -16,7 +16,8 @@ from oscrepro.tasks.base import BaseTask
 class LanguageModelTask(BaseTask):
     """Batches ``(x, y)`` with ``x, y`` (B, T) token ids, ``y`` shifted by one.
 
-    Logs ``<split>/loss`` (nats/token), ``<split>/ppl`` and ``<split>/bpc`` (bits/token).
+    Logs ``<split>/loss`` (nats/token), ``<split>/ppl`` and ``<split>/bpc`` (bits/token); validation also logs
+    ``val/ppl_best``, the lowest validation perplexity so far (the "Best Val PPL" of coupledqk Tables 3/4).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -47,8 +48,19 @@ class LanguageModelTask(BaseTask):
         loss_sum, n = self._sums.pop(split, [0.0, 0.0])
         if n:
             loss = loss_sum / n
-            self.log_dict({f"{split}/loss": loss, f"{split}/ppl": float(torch.tensor(loss).exp()),
-                           f"{split}/bpc": loss / math.log(2)}, prog_bar=split == "val")
+            ppl = float(torch.tensor(loss).exp())
+            self.log_dict({f"{split}/loss": loss, f"{split}/ppl": ppl, f"{split}/bpc": loss / math.log(2)},
+                          prog_bar=split == "val")
+            if split == "val" and not self.trainer.sanity_checking:
+                self.best_val_ppl = min(ppl, getattr(self, "best_val_ppl", math.inf))
+                self.log("val/ppl_best", self.best_val_ppl)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["best_val_ppl"] = getattr(self, "best_val_ppl", math.inf)  # a resumed run keeps its best
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if "best_val_ppl" in checkpoint:
+            self.best_val_ppl = checkpoint["best_val_ppl"]
 
     def on_validation_epoch_end(self) -> None:
         self._flush("val")

@@ -62,3 +62,13 @@ def test_kv_projections_shrink_as_table_11() -> None:
 def test_indivisible_heads_are_refused(n_kv_heads: int) -> None:
     with pytest.raises(ValueError, match="not divisible by n_kv_heads"):
         GroupedQueryAttention(D, 4, n_kv_heads=n_kv_heads)
+
+
+def test_kv_heads_follow_table9_ratio_when_not_given() -> None:
+    """Table 9: KV heads = 1/4 of the query heads; at least one (the cpu models' 2 heads share one KV head)."""
+    from oscrepro.attention.gqa import GroupedQueryAttention
+
+    for heads, kv in ((8, 2), (12, 3), (16, 4), (2, 1)):
+        attn = GroupedQueryAttention(d_model=8 * heads, n_heads=heads, n_kv_heads=None, group_size=4)
+        assert attn.n_kv_heads == kv and attn.k_proj.out_features == kv * 8
+    assert GroupedQueryAttention(d_model=64, n_heads=8, n_kv_heads=8).n_kv_heads == 8  # explicit wins

@@ -33,6 +33,9 @@ from oscrepro.data.charlevel import (
     WikiTextCharDataModule,
     build_code_subset,
 )
+from oscrepro.data.bpe_corpus import BPELMDataModule
+from oscrepro.data.glue import GLUEDataModule
+from oscrepro.data.mqar import MQARDataModule
 from oscrepro.data.speech_commands import SpeechCommandsDataModule
 from oscrepro.data.sva_module import SVADataModule
 from oscrepro.data.wordlevel import WordLMDataModule
@@ -94,6 +97,14 @@ CASES = {
     "standin_enwik8": Case(_shared("wikitext-2", "train.txt",
                                    lambda: WikiTextCharDataModule(max_chars=5_000, seq_len=32, batch_size=2)),
                            "lm", ("stand-in", "subset")),
+    "mqar": Case(lambda _: MQARDataModule(n_train=64, n_test=16, seq_len=32, n_kv_pairs=4, batch_size=8), "lm"),
+    "standin_openwebtext_bpe": Case(
+        lambda _: (require_shared("gpt2_tokenizer"), require_shared("openwebtext_sample"),
+                   BPELMDataModule("openwebtext", standin="openwebtext_sample", seq_len=32, batch_size=2,
+                                   max_train_tokens=2_000))[-1], "lm", ("stand-in",)),
+    "glue_sst2_fixture": Case(lambda _: (require_shared("gpt2_tokenizer"),
+                                         GLUEDataModule("sst2", data_dir=str(FIXTURES / "glue"), batch_size=4))[-1],
+                              "classifier"),
     "standin_codeparrot": Case(_shared("python_code", "cpython311_stdlib_train.jsonl.gz",
                                        lambda: PythonCodeCharDataModule(max_chars=5_000, seq_len=32, batch_size=2)),
                                "lm", ("stand-in", "subset")),
@@ -161,5 +172,6 @@ def test_every_data_module_in_the_package_follows_the_contract() -> None:
                 assert issubclass(cls, DataModuleBase), f"{cls.__qualname__} does not derive from DataModuleBase"
     bases = {DataModuleBase, CharLevelDataModule}  # shared plumbing, never configured directly
     tested = {SVADataModule, Enwik8DataModule, CodeParrotDataModule, WordLMDataModule, SpeechCommandsDataModule,
-              WikiTextCharDataModule, PythonCodeCharDataModule}  # one CASES entry each
+              WikiTextCharDataModule, PythonCodeCharDataModule, MQARDataModule, BPELMDataModule,
+              GLUEDataModule}  # one CASES entry each
     assert found - bases == tested, "add a CASES entry for every new data module"

@@ -1,0 +1,1 @@
+"""Paper `coupledqk`: see README.md in this folder for the table index."""

@@ -1,0 +1,280 @@
+"""coupledqk Table 12 and Figure 3 (Sec. 3.5, App. D): the spectrum and spread of trained attention maps.
+
+Both read the finished LM runs of Table 1 (``conf/table/coupledqk/table1.yaml``), run each model with
+``need_weights=True`` on the first ``n_batches`` validation batches of its own data module (the paper: 25) and
+reduce every causal attention matrix A (T x T, one per sequence and head) of every layer:
+
+* effective rank (sum_i s_i)^2 / sum_i s_i^2 of A's singular values s (Table 12), and the top-1 ratio
+  s_1 / sum_i s_i (App. D: 0.056 Standard vs 0.050 Coupled QK);
+* Shannon entropy S_i = -sum_j a_ij log a_ij (nats) of each row i (Figure 3), averaged over the rows.
+
+Per run, each layer's value is the mean over batches x sequences x heads; the table shows the mean over Table 1's
+seeds ± their standard deviation. The layer columns are the model's layers (8 in the paper, 4 in the cpu GPT).
+
+Choices where the paper is silent:
+* Which rows count: all T of them, row i holding i + 1 causal entries (0 log 0 = 0), so the mean entropy of a
+  uniform causal map is mean_i log(i + 1); the effective rank is of the full lower-triangular T x T matrix.
+* Differential attention's map A1 - lambda A2 has negative entries and rows summing to 1 - lambda: its
+  entropy is that of p_ij = |a_ij| / sum_j |a_ij| (for a softmax row p = a, so one formula serves every
+  mechanism); its effective rank is that of the signed map itself.
+* Singular values in float64 (``torch.linalg.svdvals``); the attention maps as the model computes them (fp32).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+from torch import Tensor, nn
+
+from oscrepro.tables.runs import MissingRunsError, load_run, source_runs
+
+
+# ------------------------------------------------------------------------------------------------ reductions
+def spectrum_stats(a: Tensor) -> tuple[Tensor, Tensor]:
+    """(..., T, T) -> effective rank (sum s)^2 / sum s^2 and top-1 ratio s_1 / sum s, each (...) float64
+    (App. D, Table 12). An identity gives T and 1/T; a rank-1 matrix 1 and 1."""
+    s = torch.linalg.svdvals(a.double())  # (..., T), descending
+    total = s.sum(-1)  # (...)
+    return total**2 / (s**2).sum(-1), s[..., 0] / total
+
+
+def effective_rank(a: Tensor) -> Tensor:
+    """(..., T, T) -> (...): (sum_i s_i)^2 / sum_i s_i^2 (Table 12)."""
+    return spectrum_stats(a)[0]
+
+
+def row_entropy(a: Tensor) -> Tensor:
+    """(..., T, T) -> (..., T): Shannon entropy (nats) of each row of p = |a| / sum_j |a| (Figure 3), 0 log 0 = 0.
+    A softmax row is its own p; a signed (differential) row is read through its magnitudes."""
+    p = a.double().abs()
+    p = p / p.sum(-1, keepdim=True)  # rows sum to 1
+    return -torch.xlogy(p, p).sum(-1)  # (..., T)
+
+
+@dataclass
+class AttentionProfile:
+    """Per-layer means over every (sequence, head) matrix of the batches read; ``None`` where not computed."""
+
+    entropy: np.ndarray  # (L,) nats
+    effective_rank: np.ndarray | None  # (L,)
+    top1_ratio: np.ndarray | None  # (L,)
+    n_matrices: int  # per layer: sequences x heads
+    n_batches: int
+    seq_len: int
+
+
+@torch.no_grad()
+def attention_profile(model: nn.Module, batches: Iterable[Tensor], rank: bool = True) -> AttentionProfile:
+    """Run ``model`` (tokens (B, T) -> (out, one aux per layer), aux['weights'] (B, H, T, T) with
+    ``need_weights=True``) on ``batches`` and average each layer's entropy (and, with ``rank``, effective rank and
+    top-1 ratio) over all its (sequence, head) matrices."""
+    forward = getattr(model, "forward_hidden", model)  # GPTLM: skip the 50,257-way head, its logits are unused
+    sums: dict[str, np.ndarray] = {}
+    n = n_batches = seq_len = 0
+    for x in batches:
+        _, auxes = forward(x, need_weights=True)
+        per_layer: dict[str, list[float]] = {"entropy": [], "effective_rank": [], "top1_ratio": []}
+        for i, aux in enumerate(auxes):
+            if "weights" not in aux:
+                raise ValueError(f"layer {i} ({type(model).__name__}) returned no aux['weights'] with need_weights")
+            w = aux["weights"]  # (B, H, T, T)
+            per_layer["entropy"].append(float(row_entropy(w).mean(-1).sum()))
+            if rank:
+                er, top1 = spectrum_stats(w)  # (B, H) each
+                per_layer["effective_rank"].append(float(er.sum()))
+                per_layer["top1_ratio"].append(float(top1.sum()))
+        for k, v in per_layer.items():
+            if v:
+                sums[k] = sums.get(k, 0.0) + np.asarray(v)
+        n += int(w.shape[0] * w.shape[1])
+        n_batches, seq_len = n_batches + 1, int(w.shape[-1])
+    if not n:
+        raise ValueError("no batches to read attention maps from")
+    mean = {k: v / n for k, v in sums.items()}
+    return AttentionProfile(mean["entropy"], mean.get("effective_rank"), mean.get("top1_ratio"), n, n_batches,
+                            seq_len)
+
+
+# ------------------------------------------------------------------------------------------ runs -> profiles
+def _device(device: str) -> str:
+    return ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+
+
+def variant_profiles(name: str, source: str, budget: str, results_dir: Path, variants: list[dict[str, Any]],
+                     n_batches: int, device: str = "auto", rank: bool = True, train_missing: bool = False
+                     ) -> tuple[dict[str, list[AttentionProfile]], dict[str, list[Path]], list[str]]:
+    """Profiles of every finished seed of each variant (``{label, row[, column]}``, a cell of table ``source``);
+    runs that share a data config share one set-up data module (the same validation tokens)."""
+    cells = {v.get("label", v["row"]): (v["row"], v.get("column")) for v in variants}
+    runs, notes = source_runs(name, source, budget, cells, results_dir, train_missing)
+    dev = _device(device)
+    datamodules: dict[str, Any] = {}
+    out: dict[str, list[AttentionProfile]] = {}
+    for label, paths in runs.items():
+        if not paths:
+            raise MissingRunsError(f"{name}: {label} has no finished run at budget={budget} (all diverged?)")
+        out[label] = []
+        for path in paths:
+            key = OmegaConf.to_yaml(OmegaConf.load(Path(path) / "config.yaml").data)
+            run = load_run(path, datamodule=datamodules.get(key), map_location=dev)
+            datamodules[key] = run.datamodule
+            batches = (b[0].to(dev) for b in run.val_batches(n_batches))  # x (B, T); targets unused
+            out[label].append(attention_profile(run.model, batches, rank=rank))
+    return out, runs, notes
+
+
+def seed_text(values: list[float], digits: int) -> str:
+    """'mean ± std' over seeds (sample std; the mean alone for one seed)."""
+    v = np.asarray(values, dtype=float)
+    if len(v) == 1:
+        return f"{v[0]:.{digits}f}"
+    return f"{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}"
+
+
+def _layer_names(profiles: dict[str, list[AttentionProfile]], attr: str) -> list[str]:
+    return [f"L{i}" for i in range(max(len(getattr(p, attr)) for ps in profiles.values() for p in ps))]
+
+
+def _per_layer(ps: list[AttentionProfile], attr: str, i: int) -> list[float]:
+    return [float(getattr(p, attr)[i]) for p in ps if i < len(getattr(p, attr))]
+
+
+def _protocol_note(profiles: dict[str, list[AttentionProfile]], runs: dict[str, list[Path]], n_asked: int,
+                   n_paper_layers: int) -> str:
+    p = next(iter(profiles.values()))[0]
+    n_layers = len(p.entropy)
+    layers = (f"{n_layers} layers, as the paper's model" if n_layers == n_paper_layers else
+              f"{n_layers} layers (the paper's model has {n_paper_layers}; one column per layer of ours)")
+    seeds = ", ".join(f"{k} {len(v)}" for k, v in runs.items())
+    return (f"**Protocol:** the first {p.n_batches} validation batches (asked {n_asked}) of each run's data module, "
+            f"{p.n_matrices:,} matrices (sequences x heads) per layer of T = {p.seq_len} tokens; {layers}. "
+            f"Seeds per variant: {seeds}; cells are mean ± std over seeds.")
+
+
+# ---------------------------------------------------------------------------------------------- Table 12
+def coupledqk_table12(out_dir: Path, budget: str, results_dir: Path, name: str, source: str,
+                      variants: list[dict[str, Any]], paper: dict[str, dict[str, Any]], n_batches: int = 25,
+                      device: str = "auto", train_missing: bool = False
+                      ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    """coupledqk Table 12 (App. D): per-layer effective rank of the attention maps, its layer mean and the top-1
+    singular-value ratio, ours (Table 1's runs) above the paper's row for each variant."""
+    profiles, runs, notes = variant_profiles(name, source, budget, results_dir, variants, n_batches, device,
+                                             rank=True, train_missing=train_missing)
+    layers = _layer_names(profiles, "effective_rank")
+    columns = ["Attention", "Values", *layers, "Mean", "σ1/Σσ"]
+    rows = []
+    for label, ps in profiles.items():
+        ours = {"Attention": label, "Values": f"ours ({len(ps)} seed{'s' * (len(ps) > 1)})"}
+        for i, col in enumerate(layers):
+            vals = _per_layer(ps, "effective_rank", i)
+            ours[col] = seed_text(vals, 1) if vals else "—"
+        ours["Mean"] = seed_text([float(p.effective_rank.mean()) for p in ps], 1)
+        ours["σ1/Σσ"] = seed_text([float(p.top1_ratio.mean()) for p in ps], 3)
+        rows.append(ours)
+        ref = paper.get(label)
+        if ref:
+            same = len(ref["layers"]) == len(layers)
+            row = {"Attention": label, "Values": f"paper ({ref.get('name', label)})"}
+            row.update({c: f"{ref['layers'][i]:.1f}" if same else "—" for i, c in enumerate(layers)})
+            row.update({"Mean": f"{ref['mean']:.1f}", "σ1/Σσ": f"{ref['top1']:.3f}"})
+            rows.append(row)
+    n_paper = max(len(r["layers"]) for r in paper.values())
+    notes.append(_protocol_note(profiles, runs, n_batches, n_paper))
+    for label, ref in paper.items():
+        if len(ref["layers"]) != len(layers):
+            notes.append(f"**Paper, {ref.get('name', label)} ({len(ref['layers'])} layers):** "
+                         + " ".join(f"{v:.1f}" for v in ref["layers"]) + f" | mean {ref['mean']:.1f}")
+    labels = list(profiles)
+    if len(labels) == 2:  # the paper's comparison: the second variant against the first
+        notes.append(_compare_note(profiles[labels[0]], profiles[labels[1]], labels, paper))
+    notes.append("**Scale:** the effective rank is at most T; ours is at T = the run's validation seq-len, the "
+                 "paper's at 512, so only the profile over layers and the ordering of variants compare.")
+    return columns, rows, notes
+
+
+def _compare_note(base: list[AttentionProfile], other: list[AttentionProfile], labels: list[str],
+                  paper: dict[str, dict[str, Any]]) -> str:
+    b = np.mean([p.effective_rank for p in base], axis=0)
+    o = np.mean([p.effective_rank for p in other], axis=0)
+    t_b, t_o = (np.mean([p.top1_ratio.mean() for p in ps]) for ps in (base, other))
+    text = (f"**{labels[1]} vs {labels[0]} (seed means):** higher effective rank in {int((o > b).sum())} of {len(b)} "
+            f"layers, mean {100 * (o.mean() / b.mean() - 1):+.1f} %, top-1 ratio {t_o:.3f} vs {t_b:.3f}")
+    pb, po = paper.get(labels[0]), paper.get(labels[1])
+    if pb and po:
+        wins = sum(x > y for x, y in zip(po["layers"], pb["layers"], strict=True))
+        text += (f" (paper: {wins} of {len(pb['layers'])} layers, mean {100 * (po['mean'] / pb['mean'] - 1):+.1f} %, "
+                 f"top-1 {po['top1']:.3f} vs {pb['top1']:.3f})")
+    return text + "."
+
+
+# ---------------------------------------------------------------------------------------------- Figure 3
+def coupledqk_fig3(out_dir: Path, budget: str, results_dir: Path, name: str, source: str,
+                   variants: list[dict[str, Any]], paper: dict[str, Any], n_batches: int = 25,
+                   device: str = "auto", train_missing: bool = False, figure: str = "fig3.png"
+                   ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    """coupledqk Figure 3 (App. D): per-layer mean attention-row entropy of each variant, with the paper's
+    reading at its dip layer beside ours and a PNG with one line per variant (seed std as error bars)."""
+    profiles, runs, notes = variant_profiles(name, source, budget, results_dir, variants, n_batches, device,
+                                             rank=False, train_missing=train_missing)
+    layers = _layer_names(profiles, "entropy")
+    dip = int(paper["dip_layer"])
+    dip_col = f"L{dip} paper (≈)"
+    columns = ["Attention", *layers, "Mean", "Lowest layer (ours)", dip_col]
+    rows = []
+    for label, ps in profiles.items():
+        row: dict[str, Any] = {"Attention": label}
+        for i, col in enumerate(layers):
+            vals = _per_layer(ps, "entropy", i)
+            row[col] = seed_text(vals, 2) if vals else "—"
+        mean = np.mean([p.entropy for p in ps], axis=0)
+        row["Mean"] = seed_text([float(p.entropy.mean()) for p in ps], 2)
+        row["Lowest layer (ours)"] = f"L{int(mean.argmin())} ({mean.min():.2f})"
+        ref = paper["dip"].get(label)
+        row[dip_col] = "—" if ref is None else f"{ref:.2f}"
+        rows.append(row)
+    png = plot_entropy(profiles, Path(out_dir) / figure, paper, f"{name}, budget={budget}")
+    notes.append(f"**Figure:** `{png.name}` (one line per variant; error bars = seed std; hollow markers = the "
+                 f"paper's values read off Figure 3a at layer {dip}).")
+    notes.append(_protocol_note(profiles, runs, n_batches, int(paper["n_layers"])))
+    t = next(iter(profiles.values()))[0].seq_len
+    notes.append(f"**Ceiling:** a uniform causal map has mean row entropy {uniform_causal_entropy(t):.2f} nats at "
+                 f"T = {t} (ours), {uniform_causal_entropy(512):.2f} at the paper's 512.")
+    notes += [f"**Paper (Fig. 3a):** {p}" for p in paper.get("reading", [])]
+    return columns, rows, notes
+
+
+def plot_entropy(profiles: dict[str, list[AttentionProfile]], path: Path, paper: dict[str, Any], title: str) -> Path:
+    """Figure 3: entropy (nats) vs layer, one line per variant, seed mean ± std, paper dip values as markers."""
+    from matplotlib.figure import Figure
+
+    from oscrepro.analysis.figures import save_figure
+
+    fig = Figure(figsize=(6.5, 4))
+    ax = fig.add_subplot()
+    dip = int(paper["dip_layer"])
+    for label, ps in profiles.items():
+        e = np.stack([p.entropy for p in ps])  # (seeds, L)
+        std = e.std(0, ddof=1) if len(ps) > 1 else None
+        line = ax.errorbar(np.arange(e.shape[1]), e.mean(0), yerr=std, marker="o", ms=4, capsize=3, label=label)
+        ref = paper["dip"].get(label)
+        if ref is not None and dip < e.shape[1]:
+            ax.plot([dip], [ref], marker="o", ms=9, mfc="none", color=line.lines[0].get_color())
+    ax.set_xlabel("Layer")
+    ax.set_ylabel("Shannon entropy (nats)")
+    ax.set_title(f"Attention entropy per layer ({title})", fontsize=9)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return save_figure(fig, path)
+
+
+def uniform_causal_entropy(t: int) -> float:
+    """Mean row entropy of the uniform causal T x T map, mean_i log(i + 1): the ceiling of Figure 3 at seq-len T."""
+    return float(np.mean([math.log(i + 1) for i in range(t)]))

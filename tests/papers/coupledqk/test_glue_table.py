@@ -1,0 +1,114 @@
+"""coupledqk Table 7 (oscrepro.papers.coupledqk.glue): every fine-tuning run fine-tunes its row's Table-1 LM run (seed
+``lm_seed``) with that run's mechanism, a missing LM run is a MissingRunsError naming the command that builds
+Table 1, and a task without data (MNLI) is reported in its cells and notes while the other tasks train and render.
+Tiny Table-1 runs are trained at smoke in a temporary results dir (tests/papers/coupledqk/test_attention_maps.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from oscrepro.data import glue as glue_data
+from oscrepro.papers.coupledqk import glue
+from oscrepro.tables.runs import MissingRunsError, cell_requests, find_record, source_runs
+from oscrepro.tables.spec import SpecError, load_spec
+from tests.helpers.shared_data import require_shared
+from tests.papers.coupledqk.test_attention_maps import use_tiny_source
+
+SPEC = load_spec("coupledqk/table7").analysis
+TASKS = {t["name"]: t for t in SPEC["tasks"]}
+
+
+def _lm_run(row: str, results: Path, seed: int = 0) -> Path:
+    req = next(r for r in cell_requests("coupledqk/table1", "smoke", row, None, results) if r.cfg.seed == seed)
+    found = find_record(req)
+    assert found is not None
+    return found
+
+
+def test_mechanism_overrides_keep_only_the_attention_choice() -> None:
+    row = ["attention=coupled_qk", "model.attention.integrator=euler", "data=openwebtext", "model.d_model=32",
+           "+model.attention.extra=1", "trainer.max_steps=3"]
+    assert glue.mechanism_overrides(row) == ["attention=coupled_qk", "model.attention.integrator=euler",
+                                             "+model.attention.extra=1"]
+
+
+def test_spec_rows_are_table1_labels_and_paper_values_complete() -> None:
+    table1 = [r.label for r in load_spec("coupledqk/table1").rows]
+    assert set(SPEC["rows"]) <= set(table1)
+    assert all(set(SPEC["paper"][r]) - {"name"} == set(TASKS) for r in SPEC["rows"])
+
+
+def test_finetuning_runs_point_at_their_pretrained_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    require_shared("glue_sst2", "train.tsv")
+    use_tiny_source(tmp_path, monkeypatch)
+    results = tmp_path / "results"
+    rows = SPEC["rows"]
+    plan = glue.plan_finetuning("coupledqk/table7", "coupledqk/table1", "smoke", results, SPEC["experiment"], rows,
+                                [TASKS["SST-2"]], lm_seed=0, n_seeds=2, train_missing=True)
+    assert not plan.not_run and not plan.skipped
+    for row in rows:
+        lm = _lm_run(row, results)
+        assert plan.lm_runs[row] == lm
+        lm_cfg = OmegaConf.load(lm / "config.yaml")
+        reqs = plan.requests[(row, "SST-2")]
+        assert [int(r.cfg.seed) for r in reqs] == [0, 1] and len({r.run_dir for r in reqs}) == 2
+        for r in reqs:
+            assert Path(r.cfg.model.pretrained_run) == lm and r.cfg.experiment_name == "coupledqk/glue"
+            assert r.cfg.model.attention._target_ == lm_cfg.model.attention._target_
+            assert r.cfg.data.task == "sst2" and r.cfg.data.max_train_examples == 96  # smoke budget scale
+    ham = plan.requests[("Hamiltonian (coupled)", "SST-2")][0].cfg.model.attention
+    assert ham.integrator == "hamiltonian"  # the row's mechanism, not another coupled variant
+    assert len(list((results / "runs" / "coupledqk" / "lm").glob("*/status.json"))) == 4  # LM seed 0 only
+    mnli = glue.plan_finetuning("coupledqk/table7", "coupledqk/table1", "smoke", results, SPEC["experiment"],
+                                rows[:1], [TASKS["MNLI"]], n_seeds=1, train_missing=False)
+    assert mnli.skipped or mnli.requests[(rows[0], "MNLI")][0].cfg.trainer.max_epochs == 3  # Sec. 3.4: 3 epochs
+
+
+def test_missing_pretrained_run_names_the_table1_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    use_tiny_source(tmp_path, monkeypatch)
+    with pytest.raises(MissingRunsError, match=r"python -m oscrepro\.table coupledqk/table1 --budget smoke"):
+        glue.coupledqk_table7(out_dir=tmp_path / "out", budget="smoke", results_dir=tmp_path / "results",
+                              **{k: v for k, v in SPEC.items() if k not in ("_target_", "budgets")})
+    assert not (tmp_path / "results" / "runs").exists()
+
+
+def test_a_mechanism_mismatch_is_refused_before_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    use_tiny_source(tmp_path, monkeypatch)
+    results = tmp_path / "results"
+    source_runs("t", "coupledqk/table1", "smoke", {"s": ("Standard", None)}, results, True, seeds=[0])
+    monkeypatch.setattr(glue, "mechanism_overrides", lambda overrides: [])  # glue.yaml's default: coupled_qk
+    with pytest.raises(SpecError, match="SoftmaxAttention"):
+        glue.plan_finetuning("coupledqk/table7", "coupledqk/table1", "smoke", results, SPEC["experiment"],
+                             ["Standard"], [TASKS["SST-2"]], n_seeds=1)
+
+
+def test_table7_reports_a_task_without_data_and_renders_the_rest(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    require_shared("glue_sst2", "train.tsv")
+    require_shared("glue_qnli", "dev.tsv")
+    use_tiny_source(tmp_path, monkeypatch)
+    found = glue_data.find_dataset
+    monkeypatch.setattr(glue_data, "find_dataset",  # hermetic: MNLI absent even where a copy exists
+                        lambda name, *a, **k: None if name == "glue_mnli" else found(name, *a, **k))
+    rows = ["Standard", "Hamiltonian (coupled)"]
+    kwargs = {k: v for k, v in SPEC.items() if k not in ("_target_", "budgets", "rows", "n_seeds", "train_missing")}
+    columns, out, notes = glue.coupledqk_table7(out_dir=tmp_path / "out", budget="smoke",
+                                                results_dir=tmp_path / "results", rows=rows, n_seeds=1,
+                                                train_missing=True, **kwargs)
+    assert columns[:2] == ["Attention", "LM run"] and "MNLI (ours)" in columns and "QNLI Δ" in columns
+    assert [r["Attention"] for r in out] == rows
+    for r in out:
+        assert r["MNLI (ours)"].startswith("not run: no MNLI data here") and r["MNLI Δ"] == "—"
+        assert r["SST-2 (ours)"].endswith("(n=1)") and r["QNLI (ours)"].endswith("(n=1)")
+        assert 0.0 <= float(r["SST-2 (ours)"].split()[0]) <= 100.0 and r["SST-2 Δ"].startswith(("+", "-"))
+        assert r["LM run"].startswith("seed 0 (")
+    assert out[1]["SST-2 (paper)"] == "86.8 ± 0.5" and out[0]["MNLI (paper)"] == "72.9 ± 0.4"
+    text = "\n".join(notes)
+    assert "**MNLI not run:** Dataset 'glue_mnli' not found." in text
+    assert "**Data, QNLI:** (dev hold-out: NOT comparable to the paper's dev accuracy)" in text
+    assert "Hamiltonian (coupled) = the paper's “Coupled QK”" in text
+    ft = list((tmp_path / "results" / "runs" / "coupledqk" / "glue").glob("*/status.json"))
+    assert len(ft) == 4  # 2 rows x (SST-2 + QNLI) x 1 seed; MNLI never started
