@@ -80,7 +80,11 @@ def _timed(fn: Callable[[nn.Module, Tensor], None], block: nn.Module, x: Tensor)
 
 
 def peak_memory_mb(fn: Callable[[nn.Module, Tensor], None], block: nn.Module, x: Tensor) -> float:
-    """Peak memory (MB) of one call ``fn(block, x)``; method per device in the module docstring."""
+    """Peak memory (MB) of one call ``fn(block, x)``; method per device in the module docstring.
+
+    ``block`` is any module (one block here, a whole LM in ``oscrepro.papers.coupledqk.overhead``) and ``x`` its
+    input (activations or token ids): both count as live before the call.
+    """
     if x.device.type == "cuda":
         _sync(x.device)
         torch.cuda.reset_peak_memory_stats(x.device)
@@ -108,12 +112,14 @@ def peak_memory_mb(fn: Callable[[nn.Module, Tensor], None], block: nn.Module, x:
     return (static + max(total for _, _, total in events) - before) / 2**20
 
 
-def _measure(blocks: dict[str, nn.Module], x: Tensor, fn: Callable, warmup: int,
-             trials: int) -> dict[str, tuple[list[float], list[float]]]:
-    """Alternate the blocks trial by trial so background load affects both equally.
+def measure_alternating(blocks: dict[str, nn.Module], x: Tensor, fn: Callable[[nn.Module, Tensor], None],
+                        warmup: int, trials: int) -> dict[str, tuple[list[float], list[float]]]:
+    """Alternate the modules trial by trial so background load affects all of them equally.
 
-    Returns per block (wall seconds, process CPU seconds) per trial. On a shared machine with one thread the
-    CPU time excludes the time this process waited for the core, so its ratio is the steadier one.
+    ``blocks`` maps names to modules (blocks here; whole LMs in ``oscrepro.papers.coupledqk.overhead``), each
+    called as ``fn(module, x)``. Returns per module (wall seconds, process CPU seconds) per trial. On a shared
+    machine with one thread the CPU time excludes the time this process waited for the core, so its ratio is the
+    steadier one.
     """
     for block in blocks.values():
         for _ in range(warmup):
@@ -162,7 +168,7 @@ def _run_bench(attention_cfg_name: str, seq_lens: list[int], batch: int, d_model
         for name, block in blocks.items():
             row[f"params_{name}"] = sum(p.numel() for p in block.parameters())
             block.eval()
-        fwd = _measure(blocks, x, _fwd, warmup, trials)
+        fwd = measure_alternating(blocks, x, _fwd, warmup, trials)
         for name in blocks:
             wall, cpu = fwd[name]
             row[f"fwd_ktok_s_{name}"] = b * n / statistics.fmean(wall) / 1e3
@@ -177,7 +183,7 @@ def _run_bench(attention_cfg_name: str, seq_lens: list[int], batch: int, d_model
         if backward:
             for block in blocks.values():
                 block.train()
-            fb = _measure(blocks, x, _fwd_bwd, warmup, trials)
+            fb = measure_alternating(blocks, x, _fwd_bwd, warmup, trials)
             for name in blocks:
                 wall, cpu = fb[name]
                 row[f"fwdbwd_ms_median_{name}"] = 1e3 * statistics.median(wall)

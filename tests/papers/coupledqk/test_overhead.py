@@ -1,0 +1,89 @@
+"""coupledqk Table 10 (oscrepro.papers.coupledqk.overhead, conf/table/coupledqk/table10.yaml): the smoke build has
+every row and ratio, Standard is 1.0 against itself, an identical model has the same peak memory, and the
+forward+backward timing includes the backward pass (a model with an artificially slow backward shows it)."""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from oscrepro.papers.coupledqk.overhead import coupledqk_table10, measure_models
+from oscrepro.table import build_table
+from oscrepro.tables.spec import load_spec
+
+
+def test_table10_smoke(tmp_path: Path) -> None:
+    md = build_table("coupledqk/table10", budget="smoke", results_dir=tmp_path)
+    assert md.parent == tmp_path / "coupledqk" / "smoke" and "BELOW PAPER BUDGET" in md.read_text()
+    with md.with_suffix(".csv").open() as fh:
+        rows = {r["Attention"]: r for r in csv.DictReader(fh)}
+    spec_rows = load_spec("coupledqk/table10").analysis["rows"]
+    assert list(rows) == [r["label"] for r in spec_rows]
+    std = rows["Standard"]
+    for col in ("Fwd Rel", "Fwd Rel (CPU time)", "Fwd+Bwd Rel", "Fwd+Bwd Rel (CPU time)", "Peak ×"):
+        assert float(std[col]) == 1.0, col
+    for entry in spec_rows:
+        r = rows[entry["label"]]
+        for col in ("Fwd tok/s", "Fwd+Bwd tok/s", "Peak MB", "Fwd Rel", "Fwd+Bwd Rel", "Peak ×"):
+            assert math.isfinite(float(r[col])) and float(r[col]) > 0, (entry["label"], col)
+        assert float(r["Fwd tok/s"]) > float(r["Fwd+Bwd tok/s"])  # the backward pass costs time
+        assert float(r["Peak MB"]) > float(r["Fwd peak MB"])  # ... and memory (gradients, saved activations)
+        assert float(r["Fwd tok/s (paper)"]) == entry["paper"]["fwd_tok_s"]
+        assert float(r["Peak MB (paper)"]) == entry["paper"]["peak_mb"]
+        # Rel is the ratio of tok/s (up to the rounding of tok/s to an integer)
+        assert float(r["Fwd+Bwd Rel"]) == pytest.approx(float(r["Fwd+Bwd tok/s"]) / float(std["Fwd+Bwd tok/s"]),
+                                                        rel=2e-3)
+    assert float(rows["Coupled QK (Hamil.)"]["Params"]) > float(std["Params"]) > float(rows["GQA"]["Params"])
+
+
+def test_standard_against_itself(tmp_path: Path) -> None:
+    """Two identical Standard models: the same parameters and exactly the same peak memory; the baseline is 1.0."""
+    spec = load_spec("coupledqk/table10").analysis
+    kw = {**{k: v for k, v in spec.items() if k not in ("_target_", "budgets", "rows")}, **spec["budgets"]["smoke"]}
+    rows = [{"label": "Standard", "overrides": ["attention=softmax"]},
+            {"label": "Standard again", "overrides": ["attention=softmax"]}]
+    _, table, notes = coupledqk_table10(out_dir=tmp_path, budget="smoke", results_dir=tmp_path, **{**kw, "rows": rows})
+    a, b = table
+    assert a["Fwd Rel"] == a["Fwd+Bwd Rel"] == a["Peak ×"] == 1.0
+    assert b["Params"] == a["Params"] and b["Peak MB"] == a["Peak MB"] and b["Peak ×"] == 1.0
+    assert 0.2 < b["Fwd Rel"] < 5 and 0.2 < b["Fwd+Bwd Rel"] < 5  # same model: timing noise only
+    assert "Standard again" in notes[-1]
+
+
+class _SlowBackward(torch.autograd.Function):
+    """Identity whose backward waits ``delay`` seconds."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, delay: float) -> Tensor:
+        ctx.delay = delay
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g: Tensor) -> tuple[Tensor, None]:
+        time.sleep(ctx.delay)
+        return g, None
+
+
+class _TinyLM(nn.Module):
+    def __init__(self, vocab: int, d: int, backward_delay: float) -> None:
+        super().__init__()
+        self.embed, self.head, self.delay = nn.Embedding(vocab, d), nn.Linear(d, vocab), backward_delay
+
+    def forward(self, x: Tensor) -> tuple[Tensor, list]:
+        return self.head(_SlowBackward.apply(self.embed(x), self.delay)), []  # (B, T, V)
+
+
+def test_forward_backward_timing_includes_backward() -> None:
+    torch.manual_seed(0)
+    models = {"fast": _TinyLM(32, 8, 0.0), "slow": _TinyLM(32, 8, 0.05)}
+    ids = torch.randint(0, 32, (2, 9))
+    res = measure_models(models, ids, warmup=1, trials=3)
+    assert res["slow"]["fwdbwd_wall"] - res["fast"]["fwdbwd_wall"] > 0.045  # the 50 ms of backward are timed
+    assert res["slow"]["fwd_wall"] < res["fast"]["fwd_wall"] + 0.02  # ... and absent from the forward pass
+    assert all(p.grad is None for m in models.values() for p in m.parameters())  # memory pass left no gradients
