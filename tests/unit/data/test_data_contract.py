@@ -25,6 +25,7 @@ import oscrepro.data
 from oscrepro.attention.softmax import SoftmaxAttention
 from oscrepro.data import paths
 from oscrepro.data.base import DIM_KEYS, MODEL_DIM_KEYS, DataModule, DataModuleBase, model_dims
+from oscrepro.data.bpe_corpus import BPELMDataModule
 from oscrepro.data.charlevel import (
     CharLevelDataModule,
     CodeParrotDataModule,
@@ -33,7 +34,6 @@ from oscrepro.data.charlevel import (
     WikiTextCharDataModule,
     build_code_subset,
 )
-from oscrepro.data.bpe_corpus import BPELMDataModule
 from oscrepro.data.glue import GLUEDataModule
 from oscrepro.data.mqar import MQARDataModule
 from oscrepro.data.speech_commands import SpeechCommandsDataModule

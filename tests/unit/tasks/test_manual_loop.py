@@ -60,7 +60,7 @@ def test_warmup_cosine_shape() -> None:
     f = [warmup_cosine_factor(s, warmup_steps=4, total_steps=12) for s in range(14)]
     assert f[:4] == [0.25, 0.5, 0.75, 1.0]  # linear warm-up to the base rate
     assert f[4] == pytest.approx(1.0) and f[8] == pytest.approx(0.5) and f[12] == pytest.approx(0.0)
-    assert all(a >= b for a, b in zip(f[4:], f[5:]))  # monotone decay, flat after total_steps
+    assert all(a >= b for a, b in zip(f[4:], f[5:], strict=False))  # monotone decay, flat after total_steps
     assert warmup_cosine_factor(20, 4, 12, min_ratio=0.1) == pytest.approx(0.1)
     with pytest.raises(ValueError, match="total_steps"):
         warmup_cosine(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0), 1, 0)
