@@ -13,7 +13,8 @@ Choices: Table 9 gives a *ratio* (KV heads = 1/4 of the query heads, group size 
 ``group_size: 4`` and ``n_kv_heads: null``: n_kv_heads = max(1, n_heads // group_size), i.e. 2 / 3 / 4 for Small /
 Medium / Large and 1 for the cpu models' 2 heads (a group of 2: the nearest to the paper's ratio that still
 shares KV heads). An explicit ``n_kv_heads`` takes precedence. With ``n_kv_heads == n_heads`` this is exactly
-multi-head softmax attention. ``rope=True`` rotates q and k after the projection (index positions 0..T-1, ``pos`` ignored as for every mechanism).
+multi-head softmax attention. ``rope=True`` rotates q and k after the projection (index positions 0..T-1,
+``pos`` ignored as for every mechanism).
 """
 
 from __future__ import annotations
