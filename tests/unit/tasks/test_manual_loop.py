@@ -33,6 +33,7 @@ def _reference(task, batches, accumulate: int, clip: float | None, warmup: int, 
     return [p.detach().clone() for p in task.parameters()]
 
 
+@pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`")
 @pytest.mark.parametrize("accumulate, clip", [(1, None), (2, 0.05), (3, 1.0)])
 def test_task_loop_equals_the_plain_torch_loop(accumulate: int, clip: float | None, tmp_path) -> None:
     n, warmup, total = 7, 2, 4
