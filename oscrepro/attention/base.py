@@ -25,9 +25,11 @@ a tangent update of the same shape (see ``oscrepro.models.torus_lm``).
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 Aux = dict[str, Tensor]
@@ -59,6 +61,21 @@ def merge_heads(x: Tensor) -> Tensor:
 def causal_mask(t: int, device: torch.device | None = None) -> Tensor:
     """Boolean (T, T) mask, True where key j <= query i (allowed)."""
     return torch.ones(t, t, dtype=torch.bool, device=device).tril()
+
+
+def dot_product_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, need_weights: bool
+                          ) -> tuple[Tensor, Tensor | None]:
+    """softmax(q k^T / sqrt(d)) v for (B, H, T, D) heads -> ((B, H, T, D), weights (B, H, T, T) or None).
+
+    With ``need_weights`` the weights are computed explicitly (the reference path analyses read); otherwise the
+    fused ``scaled_dot_product_attention`` runs. Shared by every mechanism that scores with plain softmax."""
+    if not need_weights:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal), None
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, T)
+    if causal:
+        scores = scores.masked_fill(~causal_mask(q.shape[-2], q.device), float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return weights @ v, weights
 
 
 class AttentionBase(nn.Module):

@@ -45,10 +45,9 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import AttentionBase, Aux, causal_mask, merge_heads, split_heads
+from oscrepro.attention.base import AttentionBase, Aux, dot_product_attention, merge_heads, split_heads
 from oscrepro.attention.rope import rope_qk
 
 INTEGRATORS = ("hamiltonian", "euler", "mlp_only")
@@ -101,14 +100,6 @@ class CoupledQKAttention(AttentionBase):
         q0, k0, v = (split_heads(t, self.n_heads) for t in self.qkv(x).chunk(3, dim=-1))  # (B, H, T, Dh)
         q, k = self.integrate(q0, k0)  # (B, H, T, Dh) each: the coupled pre-scoring dynamics
         qr, kr = rope_qk(q, k, self.rope_base) if self.rope else (q, k)  # positions enter the scores only
-        aux: Aux = {}
-        if need_weights:
-            scores = qr @ kr.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, H, T, T), Eq. (1)
-            if causal:
-                scores = scores.masked_fill(~causal_mask(x.shape[1], x.device), float("-inf"))
-            weights = scores.softmax(dim=-1)
-            o = weights @ v  # (B, H, T, Dh)
-            aux = {"q0": q0, "k0": k0, "q": q, "k": k, "weights": weights}
-        else:
-            o = F.scaled_dot_product_attention(qr, kr, v, is_causal=causal)  # (B, H, T, Dh)
+        o, weights = dot_product_attention(qr, kr, v, causal, need_weights)  # (B, H, T, Dh), Eq. (1)
+        aux: Aux = {"q0": q0, "k0": k0, "q": q, "k": k, "weights": weights} if need_weights else {}
         return self.out(merge_heads(o)), aux

@@ -9,12 +9,9 @@ is this class with ``bias=False``.
 
 from __future__ import annotations
 
-import math
-
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import AttentionBase, Aux, causal_mask, merge_heads, split_heads
+from oscrepro.attention.base import AttentionBase, Aux, dot_product_attention, merge_heads, split_heads
 from oscrepro.attention.rope import rope_qk
 
 
@@ -34,14 +31,6 @@ class SoftmaxAttention(AttentionBase):
         q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))  # (B, H, T, Dh)
         if self.rope:
             q, k = rope_qk(q, k, self.rope_base)
-        aux: Aux = {}
-        if need_weights:
-            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, H, T, T)
-            if causal:
-                scores = scores.masked_fill(~causal_mask(x.shape[1], x.device), float("-inf"))
-            weights = scores.softmax(dim=-1)
-            o = weights @ v  # (B, H, T, Dh)
-            aux["weights"] = weights
-        else:
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # (B, H, T, Dh)
+        o, weights = dot_product_attention(q, k, v, causal, need_weights)  # (B, H, T, Dh), Eq. (1)
+        aux: Aux = {"weights": weights} if need_weights else {}
         return self.out(merge_heads(o)), aux
