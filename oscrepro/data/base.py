@@ -91,6 +91,21 @@ class DataModuleBase(L.LightningDataModule):
         found = {k: getattr(self, k, None) for k in DIM_KEYS}
         return DataDims(**{k: int(v) for k, v in found.items() if v is not None})
 
+    LOADER_SPLITS: tuple[str, str, str] = ("train", "val", "test")  # split names ``_loader`` takes
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        """The DataLoader of one split; a subclass that defines it gets the three loader methods below."""
+        raise NotImplementedError(f"{type(self).__name__} defines neither _loader nor its *_dataloader methods")
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.LOADER_SPLITS[0], True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.LOADER_SPLITS[1], False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(self.LOADER_SPLITS[2], False)
+
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """Batches are built on the CPU: on a CPU device Lightning's recursive move (a walk over every tensor of
         the batch, ~5 % of a small model's training step) is skipped; other devices get Lightning's move."""

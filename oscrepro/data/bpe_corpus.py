@@ -388,15 +388,8 @@ class BPELMDataModule(DataModuleBase):
                 f"{toks}{subset}; from {', '.join(where)}")
 
     # --- loaders ------------------------------------------------------------------------------------------------
+    LOADER_SPLITS = ("train", "valid", "test")
+
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         return DataLoader(TokenChunks(self.streams[split], self.seq_len), batch_size=self.batch_size,
                           shuffle=shuffle, num_workers=self.num_workers, collate_fn=_whole_batch)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("valid", False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", False)

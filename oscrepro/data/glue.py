@@ -295,12 +295,3 @@ class GLUEDataModule(DataModuleBase):
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         return DataLoader(self.sets[split], batch_size=self.batch_size, shuffle=shuffle,
                           num_workers=self.num_workers, collate_fn=partial(collate, pad_id=self.pad_id))
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", False)

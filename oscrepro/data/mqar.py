@@ -152,12 +152,3 @@ class MQARDataModule(DataModuleBase):
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         return DataLoader(self.splits[split], batch_size=self.batch_size, shuffle=shuffle,
                           num_workers=self.num_workers, collate_fn=_whole_batch)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", False)
