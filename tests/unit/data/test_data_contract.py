@@ -35,10 +35,16 @@ from oscrepro.data.charlevel import (
     build_code_subset,
 )
 from oscrepro.data.glue import GLUEDataModule
+from oscrepro.data.irregular import IrregularDataModule
 from oscrepro.data.mqar import MQARDataModule
+from oscrepro.data.resonance import ResonanceDataModule, ResonanceForecastDataModule
 from oscrepro.data.speech_commands import SpeechCommandsDataModule
+from oscrepro.data.spirals import SpiralsDataModule
 from oscrepro.data.sva_module import SVADataModule
+from oscrepro.data.uea import UEADataModule
 from oscrepro.data.wordlevel import WordLMDataModule
+from oscrepro.data.xor import XORDataModule
+from oscrepro.models.continuous_time import ContinuousTimeClassifier, ContinuousTimeRegressor
 from oscrepro.models.transformer import CausalLM, EncoderClassifier
 from tests.helpers.shared_data import require_shared
 from tests.unit.data.test_speech_commands import _write_fixture as write_speech_fixture
@@ -82,7 +88,7 @@ def _shared(name: str, marker: str, build: Callable[[], L.LightningDataModule]) 
 @dataclass(frozen=True)
 class Case:
     make: Callable[[Path], DataModule]
-    backbone: str  # "classifier" | "lm": what model_dims must be able to build
+    backbone: str  # "classifier" | "lm" | "irregular" | "regressor": what model_dims must be able to build
     says: tuple[str, ...] = ()  # words the source must contain
 
 
@@ -105,6 +111,14 @@ CASES = {
     "glue_sst2_fixture": Case(lambda _: (require_shared("gpt2_tokenizer"),
                                          GLUEDataModule("sst2", data_dir=str(FIXTURES / "glue"), batch_size=4))[-1],
                               "classifier"),
+    "xor_event": Case(lambda _: XORDataModule("event", n_train=64, n_val=16, n_test=16, batch_size=8), "irregular"),
+    "xor_dense": Case(lambda _: XORDataModule("dense", n_train=64, n_val=16, n_test=16, batch_size=8), "irregular"),
+    "resonance": Case(lambda _: ResonanceDataModule(n_train=64, n_val=16, n_test=16, batch_size=8), "irregular"),
+    "resonance_forecast": Case(lambda _: ResonanceForecastDataModule(n_train=64, n_val=16, n_test=16, batch_size=8),
+                               "regressor"),
+    "spirals": Case(lambda _: SpiralsDataModule(n_train=16, n_val=8, n_test=8, batch_size=4), "regressor"),
+    "uea_fixture": Case(lambda _: UEADataModule("Epilepsy", data_dir=str(FIXTURES), folders=("uea",), drop_rate=0.5,
+                                                batch_size=4), "irregular", ("stand-in",)),
     "standin_codeparrot": Case(_shared("python_code", "cpython311_stdlib_train.jsonl.gz",
                                        lambda: PythonCodeCharDataModule(max_chars=5_000, seq_len=32, batch_size=2)),
                                "lm", ("stand-in", "subset")),
@@ -113,7 +127,9 @@ CASES = {
 
 def _build_backbone(kind: str, dims: dict[str, int]) -> torch.nn.Module:
     tiny = dict(d_model=8, n_heads=2, n_layers=1, d_ff=16, attention=partial(SoftmaxAttention))
-    return EncoderClassifier(**dims, **tiny) if kind == "classifier" else CausalLM(**dims, **tiny)
+    build = {"classifier": EncoderClassifier, "lm": CausalLM, "irregular": ContinuousTimeClassifier,
+             "regressor": ContinuousTimeRegressor}[kind]
+    return build(**dims, **tiny)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -134,7 +150,9 @@ def test_module_follows_the_contract(name: str, tmp_path: Path) -> None:
     dm.setup("test")  # idempotent
     assert dm.fingerprint == fingerprint and dm.dims == dims
 
-    x, y = next(iter(dm.train_dataloader()))[:2]
+    batch = next(iter(dm.train_dataloader()))
+    x, y = batch[:2]
+    meta = batch[2] if len(batch) > 2 and isinstance(batch[2], dict) else {}
     assert x.shape[1] <= dims["seq_len"]
     if "vocab_size" in dims:
         assert x.dtype == torch.long and 0 <= int(x.min()) and int(x.max()) < dims["vocab_size"]
@@ -147,8 +165,16 @@ def test_module_follows_the_contract(name: str, tmp_path: Path) -> None:
 
     built = model_dims(dm)
     assert built == {k: v for k, v in dims.items() if k in MODEL_DIM_KEYS}
-    logits, _ = _build_backbone(case.backbone, built)(x)
-    assert logits.shape[-1] == (dims["n_classes"] if case.backbone == "classifier" else dims["vocab_size"])
+    if case.backbone in ("irregular", "regressor"):  # (x, y, {times, mask[, target_times, target_mask]})
+        assert meta["times"].shape == x.shape[:2] and meta["mask"].dtype == torch.bool
+        assert bool((meta["times"].diff(dim=1) >= 0).all()), "times must be non-decreasing per row"
+    keys = {"irregular": ("times", "mask"), "regressor": ("times", "mask", "target_times")}.get(case.backbone, ())
+    out, _ = _build_backbone(case.backbone, built)(x, **{k: meta[k] for k in keys})
+    if case.backbone == "regressor":
+        assert out.shape == y.shape
+    else:
+        width = dims["vocab_size"] if case.backbone == "lm" else dims["n_classes"]
+        assert out.shape[-1] == width
 
 
 def test_model_dims_refuses_what_it_cannot_size() -> None:
@@ -170,8 +196,9 @@ def test_every_data_module_in_the_package_follows_the_contract() -> None:
             if issubclass(cls, L.LightningDataModule) and cls.__module__ == module.__name__:
                 found.add(cls)
                 assert issubclass(cls, DataModuleBase), f"{cls.__qualname__} does not derive from DataModuleBase"
-    bases = {DataModuleBase, CharLevelDataModule}  # shared plumbing, never configured directly
+    bases = {DataModuleBase, CharLevelDataModule, IrregularDataModule}  # shared plumbing, never configured directly
     tested = {SVADataModule, Enwik8DataModule, CodeParrotDataModule, WordLMDataModule, SpeechCommandsDataModule,
               WikiTextCharDataModule, PythonCodeCharDataModule, MQARDataModule, BPELMDataModule,
-              GLUEDataModule}  # one CASES entry each
+              GLUEDataModule, XORDataModule, ResonanceDataModule, ResonanceForecastDataModule, SpiralsDataModule,
+              UEADataModule}  # one CASES entry each
     assert found - bases == tested, "add a CASES entry for every new data module"
