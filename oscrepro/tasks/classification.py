@@ -12,9 +12,19 @@ from torch import Tensor
 from oscrepro.analysis.attention_stats import verb_attention_summary
 from oscrepro.tasks.base import BaseTask
 
+TIME_KEYS = ("times", "mask")  # irregular-sampling meta a continuous-time model reads (models.continuous_time)
+
+
+def time_kwargs(batch: tuple) -> dict[str, Tensor]:
+    """``times`` / ``mask`` of a batch's meta as model keywords; empty when the meta has neither (the model is then
+    called exactly as before)."""
+    meta = batch[2] if len(batch) > 2 and isinstance(batch[2], dict) else {}
+    return {k: meta[k] for k in TIME_KEYS if k in meta}
+
 
 class ClassificationTask(BaseTask):
-    """Batches are ``(x, y)`` or ``(x, y, meta)``; ``meta['hard']`` adds ``<split>/acc_hard``.
+    """Batches are ``(x, y)`` or ``(x, y, meta)``; ``meta['hard']`` adds ``<split>/acc_hard``; ``meta['times']`` /
+    ``meta['mask']`` (irregular series) go to the model as ``times=`` / ``mask=`` keywords.
 
     With ``attention_probe=True`` the test pass also records, per hard sentence, the attention of the last
     position (SVA's <verb>) on ``meta['subject_idx']`` and ``meta['distractor_idx']`` in layer ``probe_layer``
@@ -28,14 +38,14 @@ class ClassificationTask(BaseTask):
 
     def loss(self, batch: tuple) -> Tensor:
         """Mean cross-entropy of a training batch (the objective; also what the loop benchmark times bare)."""
-        logits, _ = self.model(batch[0])  # (B, C)
+        logits, _ = self.model(batch[0], **time_kwargs(batch))  # (B, C)
         return F.cross_entropy(logits, batch[1])
 
     def _eval_step(self, batch: tuple, split: str) -> None:
         x, y = batch[0], batch[1]
         meta = batch[2] if len(batch) > 2 else {}
         probe = split == "test" and self.attention_probe
-        logits, auxes = self.model(x, need_weights=probe)
+        logits, auxes = self.model(x, need_weights=probe, **time_kwargs(batch))
         loss = F.cross_entropy(logits, y, reduction="sum")
         correct = logits.argmax(-1) == y  # (B,)
         store = self._acc
