@@ -55,6 +55,9 @@ class BaseTask(L.LightningModule):
         self.gradient_clip_val: float | None = None
         self.gradient_clip_algorithm: str = "norm"
         self.accumulate_grad_batches: int = 1
+        # the epoch's loss accumulators; also set here because a resume in the middle of an epoch (a step-based run
+        # checkpointed at a validation) enters the epoch without calling on_train_epoch_start
+        self._loss_sum, self._loss_n = torch.zeros(()), 0
 
     def configure_loop(self, gradient_clip_val: float | None = None, gradient_clip_algorithm: str | None = "norm",
                        accumulate_grad_batches: int = 1) -> None:

@@ -137,3 +137,26 @@ def test_interrupted_run_resumes_and_keeps_its_history(compose, results_dir, mon
     assert train_epochs == [0, 1, 2], "rows logged before the interruption were lost or repeated"
     with open(rd / "logs" / "metrics.csv") as fh:  # the second attempt resumed at epoch 1, it did not restart
         assert {int(r["epoch"]) for r in csv.DictReader(fh) if r.get("train/loss_epoch")} == {1, 2}
+
+
+def test_run_interrupted_mid_epoch_resumes(compose, results_dir, monkeypatch):
+    """A step-based run checkpointed at a mid-epoch validation and killed after it resumes and finishes (the task's
+    epoch accumulators exist although Lightning skips on_train_epoch_start on such a resume)."""
+    import oscrepro.train as train_mod
+    from oscrepro.utils.callbacks import EpochWallClock
+
+    class CrashAfterCheckpoint(EpochWallClock):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            if trainer.global_step == 3 and not (Path(trainer.default_root_dir) / "resumed").exists():
+                raise RuntimeError("simulated preemption")
+
+    cfg = compose(SMOKE + [f"paths.results_dir={results_dir}", "trainer.max_epochs=-1", "++trainer.max_steps=5",
+                           "++trainer.val_check_interval=2", "++trainer.check_val_every_n_epoch=null",
+                           "data.n_train=256", "data.batch_size=16"])
+    monkeypatch.setattr(train_mod, "EpochWallClock", CrashAfterCheckpoint)
+    assert train(cfg)["status"] == "failed"
+    rd = _record(cfg)
+    assert (rd / "checkpoints" / "last.ckpt").exists()
+    (rd / "resumed").touch()
+    result = train(cfg)
+    assert result["status"] == "ok", json.loads((rd / "status.json").read_text()).get("reason")
