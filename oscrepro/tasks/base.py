@@ -12,6 +12,7 @@ hands them to the task (:meth:`BaseTask.configure_loop`) instead of to Lightning
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -119,7 +120,10 @@ class BaseTask(L.LightningModule):
         if self.scheduler_factory is None:
             return opt
         if self.scheduler_interval == "step":
-            return {"optimizer": opt, "lr_scheduler": {"scheduler": self.scheduler_factory(opt), "interval": "step"}}
+            factory = self.scheduler_factory
+            if getattr(factory, "keywords", {}).get("total_steps", 0) is None:  # "the whole run" (schedules.py)
+                factory = functools.partial(factory, total_steps=int(self.trainer.estimated_stepping_batches))
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": factory(opt), "interval": "step"}}
         sched = self.scheduler_factory(opt, T_max=max(1, self.trainer.max_epochs or 1))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
 

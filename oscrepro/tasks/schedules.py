@@ -23,8 +23,20 @@ def warmup_cosine_factor(step: int, warmup_steps: int, total_steps: int, min_rat
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def warmup_cosine(optimizer: Optimizer, warmup_steps: int, total_steps: int, min_ratio: float = 0.0) -> LambdaLR:
-    """Linear warm-up then cosine decay (module docstring); ``total_steps`` counts optimizer steps."""
+def warmup_cosine(optimizer: Optimizer, warmup_steps: int = 0, total_steps: int | None = None, min_ratio: float = 0.0,
+                  warmup_fraction: float | None = None) -> LambdaLR:
+    """Linear warm-up then cosine decay (module docstring); ``total_steps`` counts optimizer steps.
+
+    ``total_steps: null`` in a config means the whole run: the task fills in the trainer's estimated optimizer steps
+    (epochs x batches / accumulation, or max_steps), so an epoch-based recipe ("cosine decay with 5 % warm-up",
+    osciformer Sec. 7) needs no step arithmetic in conf/. ``warmup_fraction`` (of ``total_steps``) replaces
+    ``warmup_steps`` when given."""
+    if total_steps is None:
+        raise ValueError("warmup_cosine: total_steps is None (a task passes the run's optimizer steps)")
+    if warmup_fraction is not None:
+        if not 0.0 <= warmup_fraction < 1.0:
+            raise ValueError(f"warmup_cosine: warmup_fraction={warmup_fraction} must be in [0, 1)")
+        warmup_steps = round(warmup_fraction * total_steps)
     if total_steps <= 0 or warmup_steps < 0:
         raise ValueError(f"warmup_cosine: total_steps={total_steps} must be > 0 and warmup_steps={warmup_steps} >= 0")
     return LambdaLR(optimizer, lambda s: warmup_cosine_factor(s, warmup_steps, total_steps, min_ratio))

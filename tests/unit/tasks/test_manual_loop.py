@@ -65,3 +65,20 @@ def test_warmup_cosine_shape() -> None:
     assert warmup_cosine_factor(20, 4, 12, min_ratio=0.1) == pytest.approx(0.1)
     with pytest.raises(ValueError, match="total_steps"):
         warmup_cosine(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0), 1, 0)
+
+
+@pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`")
+def test_warmup_cosine_over_the_whole_run(tmp_path) -> None:
+    """total_steps: null = the trainer's optimizer steps (2 epochs x 5 batches); warmup_fraction 0.2 = 2 steps."""
+    cfg = compose_run(["experiment=fqo/sva", "budget=smoke", "attention=softmax", f"paths.results_dir={tmp_path}",
+                       "trainer.limit_train_batches=5", "trainer.limit_val_batches=0", "trainer.max_epochs=2",
+                       "+task.scheduler_interval=step",
+                       "task.scheduler={_target_: oscrepro.tasks.schedules.warmup_cosine, _partial_: true, "
+                       "warmup_fraction: 0.2, total_steps: null}"])
+    dm, _, task = build(cfg)
+    trainer = make_trainer(cfg, task, logger=False, enable_checkpointing=False, default_root_dir=str(tmp_path))
+    trainer.fit(task, datamodule=dm)
+    factor = task.lr_schedulers().lr_lambdas[0]
+    assert [factor(s) for s in (0, 1)] == [0.5, 1.0]
+    assert factor(6) == pytest.approx(0.5 * (1 + math.cos(math.pi * 4 / 8))) and factor(10) == pytest.approx(0.0)
+    assert task.optimizers().param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-12)  # decayed to 0 at the end
