@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from oscrepro.data.base import model_dims
 from oscrepro.tasks.base import DivergedError
 from oscrepro.utils import history
-from oscrepro.utils.callbacks import EpochCheckpoint, EpochWallClock
+from oscrepro.utils.callbacks import EPOCH_TIME, EpochCheckpoint, EpochWallClock
 from oscrepro.utils.provenance import provenance
 from oscrepro.utils.quiet import expected_on_resume, quiet_third_party
 from oscrepro.utils.run_record import RunRecord
@@ -142,7 +142,7 @@ def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
                                callbacks=callbacks(run_dir, wall_offset))
         with expected_on_resume(last.exists()):  # Lightning's "dir exists and is not empty": our own checkpoint
             trainer.fit(task, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
-        val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(("val/", EPOCH_TIME))}
         test = trainer.test(task, datamodule=datamodule, verbose=False)[0]
         metrics = {**val, **{k: float(v) for k, v in test.items()},
                    "n_params": sum(p.numel() for p in model.parameters()), "epochs": trainer.current_epoch}

@@ -14,18 +14,37 @@ import time
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+EPOCH_TIME = "time/train_epoch_s"
 WALL_COLUMN = "time/wall_s"
 
 
 class EpochWallClock(L.Callback):
-    """Log cumulative fit wall-clock (s) at each validation epoch end as ``time/wall_s``."""
+    """Log cumulative fit wall-clock (s) at each validation epoch end as ``time/wall_s``, and the training time of
+    each epoch (its batches, without validation) as ``time/train_epoch_s`` (osciformer's "epoch time" columns)."""
 
     def __init__(self, offset_s: float = 0.0) -> None:
         self._t0: float | None = None
+        self._epoch_t0: float | None = None
+        self._val_t0, self._val_s = 0.0, 0.0
         self.offset_s = offset_s
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._t0 = time.perf_counter()
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._epoch_t0, self._val_s = time.perf_counter(), 0.0
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._val_t0 = time.perf_counter()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._epoch_t0 is not None:  # Lightning validates inside the training epoch: not training time
+            self._val_s += time.perf_counter() - self._val_t0
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._epoch_t0 is not None:  # None after a mid-epoch resume: that epoch's time is not known
+            train_s = time.perf_counter() - self._epoch_t0 - self._val_s
+            pl_module.log(EPOCH_TIME, train_s, on_step=False, on_epoch=True)
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._t0 is None or trainer.sanity_checking or trainer.state.fn != "fit":
