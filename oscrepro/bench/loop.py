@@ -74,9 +74,8 @@ def bare_step_s(cfg: Any, steps: int, warmup: int, bf16: bool = False) -> float:
     and loss under ``torch.autocast(bfloat16)``, as ``trainer.precision=bf16-mixed`` runs them)."""
     dm, _, task = build(cfg)
     batches = _batches(dm.train_dataloader(), steps)
-    opt = task.configure_optimizers()
-    opt = opt["optimizer"] if isinstance(opt, dict) else opt
-    task.train()
+    opt = task.optimizer_factory([p for p in task.parameters() if p.requires_grad])  # the task's optimizer, as
+    task.train()  # configure_optimizers builds it (its scheduler needs a Trainer and is not timed here)
     for i, b in enumerate(batches):
         if i == warmup:
             t0 = time.perf_counter()

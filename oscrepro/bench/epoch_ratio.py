@@ -1,0 +1,108 @@
+"""Per-epoch training time of continuous-time mechanisms, measured as ratios in one process.
+
+osciformer's speed claim is a ratio of epoch times: ContiFormer 3.83 min vs OsciFormer 0.56 min per XOR epoch
+(Table 4), "3x to 20x" across benchmarks (Sec. 7). Timing separate training runs would compare machines and loads,
+so this benchmark builds every mechanism on the same experiment (``experiment=... budget=...``, the same seed and
+so the same batches), times the bare training step (forward, loss, backward, AdamW step; ``bench.loop``'s
+``bare_step_s``) in alternation over ``--repeats`` rounds, and reports the median step time, the epoch time it
+implies (step time x training batches per epoch, validation excluded) and each mechanism's ratio to the reference
+mechanism (``--reference``, default osciformer).
+
+    python -m oscrepro.bench.epoch_ratio --experiment osciformer/xor --budget cpu \
+        --out results/bench/osciformer_xor_epoch_ratio.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from oscrepro.bench.loop import bare_step_s
+from oscrepro.tables.runs import compose_run
+from oscrepro.utils.provenance import provenance
+from oscrepro.utils.quiet import quiet_third_party
+
+MECHANISMS = {  # label -> overrides (the rows of osciformer Table 4)
+    "osciformer": ["attention=osciformer"],
+    "contiformer": ["attention=contiformer"],
+    "softmax": ["attention=softmax", "model.time_embedding=sinusoidal"],
+}
+
+
+def measure(experiment: str, budget: str, mechanisms: list[str], extra: list[str], steps: int, warmup: int,
+            repeats: int) -> list[dict[str, Any]]:
+    """Median bare step time per mechanism over ``repeats`` alternations, and the implied epoch time."""
+    times: dict[str, list[float]] = {m: [] for m in mechanisms}
+    with tempfile.TemporaryDirectory() as tmp:
+        cfgs = {m: compose_run([f"experiment={experiment}", f"budget={budget}", *MECHANISMS[m], *extra,
+                                f"paths.results_dir={tmp}", "trainer.enable_progress_bar=false"])
+                for m in mechanisms}
+        for r in range(repeats):  # alternate, so background load hits every mechanism alike
+            for m in mechanisms:
+                times[m].append(bare_step_s(cfgs[m], steps, warmup))
+                print(f"[bench.epoch_ratio] round {r + 1}/{repeats} {m}: {times[m][-1]:.3f} s/step", flush=True)
+    rows = []
+    for m in mechanisms:
+        data = cfgs[m].data
+        batches = math.ceil(int(data.n_train) / int(data.batch_size))
+        step = statistics.median(times[m])
+        rows.append({"mechanism": m, "batch": int(data.batch_size), "batches/epoch": batches, "s/step": step,
+                     "epoch min": step * batches / 60})
+    return rows
+
+
+def render(rows: list[dict[str, Any]], reference: str, args: argparse.Namespace) -> str:
+    prov = provenance()
+    ref = next(r for r in rows if r["mechanism"] == reference)
+    head = [f"# Per-epoch training time, {args.experiment} at budget={args.budget}", "",
+            f"- **Protocol:** `python -m oscrepro.bench.epoch_ratio {' '.join(args.argv)}`: bare training step "
+            f"(forward, loss, backward, AdamW) on the experiment's first {args.steps} batches ({args.warmup} "
+            f"untimed), median of {args.repeats} alternations of the mechanisms in one process, "
+            f"{torch.get_num_threads()} thread(s); epoch = step x batches per epoch (validation excluded).",
+            f"- **Device:** {prov['device']}; **commit** `{prov['git_commit']}`; **date** {prov['date']}; "
+            f"torch {prov['torch']}", ""]
+    cols = ["mechanism", "batch", "batches/epoch", "s/step", "epoch min", f"x {reference}"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append(f"| {r['mechanism']} | {r['batch']} | {r['batches/epoch']} | {r['s/step']:.4f} | "
+                     f"{r['epoch min']:.2f} | {r['s/step'] / ref['s/step']:.2f} |")
+    return "\n".join(head + lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m oscrepro.bench.epoch_ratio", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--experiment", default="osciformer/xor")
+    parser.add_argument("--budget", default="cpu")
+    parser.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS), choices=list(MECHANISMS))
+    parser.add_argument("--reference", default="osciformer", choices=list(MECHANISMS))
+    parser.add_argument("--steps", type=int, default=6, help="training batches timed per round (incl. warm-up)")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None, help="write the markdown table here")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every mechanism")
+    args = parser.parse_args(argv)
+    args.argv = argv if argv is not None else sys.argv[1:]
+    if args.reference not in args.mechanisms:
+        parser.error(f"--reference {args.reference} is not among --mechanisms")
+    quiet_third_party()
+    torch.set_num_threads(args.threads)
+    rows = measure(args.experiment, args.budget, args.mechanisms, args.overrides, args.steps, args.warmup,
+                   args.repeats)
+    text = render(rows, args.reference, args)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
