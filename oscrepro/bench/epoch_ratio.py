@@ -15,7 +15,6 @@ mechanism (``--reference``, default osciformer).
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra.utils import instantiate
 
 from oscrepro.bench.loop import bare_step_s
 from oscrepro.tables.runs import compose_run
@@ -50,12 +50,22 @@ def measure(experiment: str, budget: str, mechanisms: list[str], extra: list[str
                 print(f"[bench.epoch_ratio] round {r + 1}/{repeats} {m}: {times[m][-1]:.3f} s/step", flush=True)
     rows = []
     for m in mechanisms:
-        data = cfgs[m].data
-        batches = math.ceil(int(data.n_train) / int(data.batch_size))
+        batches = batches_per_epoch(cfgs[m])
         step = statistics.median(times[m])
-        rows.append({"mechanism": m, "batch": int(data.batch_size), "batches/epoch": batches, "s/step": step,
-                     "epoch min": step * batches / 60})
+        rows.append({"mechanism": m, "batch": int(cfgs[m].data.batch_size), "batches/epoch": batches,
+                     "s/step": step, "epoch min": step * batches / 60})
     return rows
+
+
+def batches_per_epoch(cfg: Any) -> int:
+    """Training batches of one epoch of the run ``cfg`` describes (its data module's loader, after any limit)."""
+    dm = instantiate(cfg.data)
+    dm.setup("fit")
+    n = len(dm.train_dataloader())
+    limit = cfg.trainer.get("limit_train_batches")
+    if limit is not None:
+        n = min(n, int(limit)) if isinstance(limit, int) or float(limit) > 1 else max(1, int(n * float(limit)))
+    return n
 
 
 def render(rows: list[dict[str, Any]], reference: str, args: argparse.Namespace) -> str:

@@ -143,3 +143,15 @@ def test_module_drops_then_standardises_with_training_statistics(rate: float) ->
     assert x.shape == (4, kept, 3) and x.dtype == torch.float32 and y.dtype == torch.long
     assert set(meta) == {"times", "mask"} and (meta["times"].diff(dim=1) > 0).all()
     assert float(meta["times"].min()) >= 0 and float(meta["times"].max()) <= 1  # normalised step index
+
+
+def test_standin_reads_another_set_and_says_so() -> None:
+    """data.standin (smoke budgets of the paper's missing sets) reads the stand-in and labels it in the source."""
+    dm = UEADataModule("SCP1", data_dir=str(FIXTURES), folders=("uea",), batch_size=4, standin="Epilepsy")
+    dm.setup("fit")
+    plain = _fixture_dm()
+    plain.setup("fit")
+    assert dm.fingerprint == plain.fingerprint  # the Epilepsy fixture's files, not SelfRegulationSCP1's
+    assert "stand-in for SelfRegulationSCP1" in dm.source and dm.source.startswith("UEA Epilepsy")
+    with pytest.raises(FileNotFoundError, match="SelfRegulationSCP1"):  # without it: the clear missing-data error
+        UEADataModule("SCP1", data_dir=str(FIXTURES), folders=("uea",), batch_size=4).setup("fit")

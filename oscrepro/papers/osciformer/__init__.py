@@ -1,0 +1,1 @@
+"""osciformer: paper-specific analyses (Tables 10 and 11: learned damping regimes, ``damping``)."""
