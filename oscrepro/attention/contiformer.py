@@ -15,8 +15,14 @@ How (as PhysioPro ``physiopro/network/contiformer.py`` + ``module/linear.py``, `
 ``approximate_method: bilinear``, ``method: rk4``, ``atol: 0.1``):
 
 * All T^2 trajectories (i -> t_j) are integrated at once in the rescaled time s in [-1, 1]
-  (``contiformer_ode.solve_pairs``); ``chunk_size`` splits the query rows and checkpoints each chunk, so memory
-  is O(B T chunk d S) instead of O(B T^2 d S).
+  (``contiformer_ode.solve_pairs``). Memory: backpropagating through the S = 80 evaluations keeps ~5 tensors of
+  the pair shape per evaluation, O(B T^2 d S) (B=32, T=32, d=64: ~6 GB in fp32). ``chunk_size`` = Q splits the
+  query rows; each chunk runs with no autograd graph (``contiformer_ode.recompute``) and is re-solved in backward,
+  so the forward keeps only O(B T d) and the peak is one chunk's graph, O(B Q T d S), at the cost of one extra
+  forward. (``torch.utils.checkpoint`` did not bound it: it still records one small autograd node per operation,
+  and those long-lived nodes fragment the CPU heap between the freed per-step temporaries, so the resident size
+  grew with B T^2 d S whatever the chunk.) Causal chunks solve only the keys they read (i < chunk end), about
+  half the pairs. ``conf/attention/contiformer.yaml`` sets chunk_size 4; None is one block.
 * ``approximation="bilinear"``: the integral is estimated from the interval's two ends, each factor weighted 1/2:
   alpha_ij = (1/4) (<q(t_i), k_i(t_i)> + <q(t_j), k_i(t_j)>) / sqrt(d_h),
   vbar_ij = (1/2) (v_i(t_i) + v_i(t_j)),   y_j = W_O sum_i softmax_i(alpha_ij) vbar_ij.
@@ -52,14 +58,22 @@ Xavier-uniform weights for the Q/K/V/output projections, temperature sqrt(d_h), 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
 from oscrepro.attention.base import AttentionBase, Aux, at_least_fp32, fp32_only
-from oscrepro.attention.contiformer_ode import ODEVectorField, gauss_legendre, pair_times, solve_pairs, spline_eval
+from oscrepro.attention.contiformer_ode import (
+    ODEVectorField,
+    gauss_legendre,
+    pair_times,
+    recompute,
+    solve_pairs,
+    spline_eval,
+)
 
 APPROXIMATIONS = ("bilinear", "gauss")
 
@@ -102,29 +116,35 @@ class ContiFormerAttention(AttentionBase):
 
     def _rows(self, q: Tensor, k: Tensor, v: Tensor, times: Tensor, start: int, stop: int, mask_future: bool
               ) -> tuple[Tensor, Tensor]:
-        """Query rows start..stop-1 against all keys -> (o (B, Q, D), weights (B, H, Q, T))."""
+        """Query rows start..stop-1 against the keys they can read -> (o (B, Q, D), weights (B, H, Q, K)).
+
+        Causal rows read keys 0..stop-1 only (K = stop): the later ones would get weight exactly 0, so their
+        trajectories are not solved. Otherwise K = T.
+        """
         b, t, d = k.shape
-        h, dh, rows = self.n_heads, self.d_head, slice(start, stop)
-        t0, t1 = pair_times(times, rows)  # (B, Q, T, 1) each: interval i -> t_j
-        y0 = torch.stack([k, v])[:, :, None].expand(2, b, stop - start, t, d)  # (2, B, Q, T, D): k_i(t_i), v_i(t_i)
+        n_keys = stop if mask_future else t
+        h, dh, rows, keys = self.n_heads, self.d_head, slice(start, stop), slice(0, n_keys)
+        t0, t1 = pair_times(times, rows, keys)  # (B, Q, K, 1) each: interval i -> t_j
+        y0 = torch.stack([k[:, keys], v[:, keys]])[:, :, None].expand(2, b, stop - start, n_keys, d)  # (2, B, Q, K, D)
         traj = solve_pairs(self.field, y0, t0, t1, self.nodes, method=self.method, step_size=self.step_size,
-                           adjoint=self.adjoint)[self.read]  # (M, 2, B, Q, T, D) at the read nodes
-        k_m, v_m = traj[:, 0], traj[:, 1]  # (M, B, Q, T, D)
+                           adjoint=self.adjoint)[self.read]  # (M, 2, B, Q, K, D) at the read nodes
+        k_m, v_m = traj[:, 0], traj[:, 1]  # (M, B, Q, K, D)
         c = self.node_weights.to(q)  # (M,)
         if self.approximation == "bilinear":  # q at the ends is the knot value: Q_i at t_i, Q_j at t_j
-            q_m = torch.stack([q[:, None].expand_as(k_m[0]), q[:, rows, None].expand_as(k_m[0])])  # (2, B, Q, T, D)
-        else:  # interior node tau = t_i + (s + 1)(t_j - t_i)/2 on the query spline
+            q_m = torch.stack([q[:, keys, None].transpose(1, 2).expand_as(k_m[0]),
+                               q[:, rows, None].expand_as(k_m[0])])  # (2, B, Q, K, D)
+        else:  # interior node tau = t_i + (s + 1)(t_j - t_i)/2 on the (causal) query spline over all knots
             s = self.nodes[self.read].to(q).view(-1, 1, 1, 1, 1)  # (M, 1, 1, 1, 1)
-            tau = (t0 + (s + 1) * (t1 - t0) / 2).squeeze(-1)  # (M, B, Q, T)
-            tau = tau.permute(1, 0, 2, 3).reshape(b, -1)  # (B, M*Q*T)
-            q_m = spline_eval(q, times, tau, self.interpolation).view(b, -1, stop - start, t, d).transpose(0, 1)
-        qk = (q_m * k_m).view(*k_m.shape[:-1], h, dh).sum(-1)  # (M, B, Q, T, H) per-node, per-head <q, k>
-        scores = torch.einsum("m,mbqth->bhqt", c * c, qk) / dh ** 0.5  # (B, H, Q, T) logits alpha_ij
+            tau = (t0 + (s + 1) * (t1 - t0) / 2).squeeze(-1)  # (M, B, Q, K)
+            tau = tau.permute(1, 0, 2, 3).reshape(b, -1)  # (B, M*Q*K)
+            q_m = spline_eval(q, times, tau, self.interpolation).view(b, -1, stop - start, n_keys, d).transpose(0, 1)
+        qk = (q_m * k_m).view(*k_m.shape[:-1], h, dh).sum(-1)  # (M, B, Q, K, H) per-node, per-head <q, k>
+        scores = torch.einsum("m,mbqth->bhqt", c * c, qk) / dh ** 0.5  # (B, H, Q, K) logits alpha_ij
         if mask_future:
-            future = torch.arange(t, device=q.device)[None, :] > torch.arange(start, stop, device=q.device)[:, None]
+            future = torch.arange(n_keys, device=q.device) > torch.arange(start, stop, device=q.device)[:, None]
             scores = scores.masked_fill(future, float("-inf"))  # key i > query j
-        weights = scores.softmax(dim=-1)  # (B, H, Q, T)
-        vbar = torch.einsum("m,mbqtd->bqtd", c, v_m).view(b, stop - start, t, h, dh)  # (B, Q, T, H, Dh)
+        weights = scores.softmax(dim=-1)  # (B, H, Q, K)
+        vbar = torch.einsum("m,mbqtd->bqtd", c, v_m).view(b, stop - start, n_keys, h, dh)  # (B, Q, K, H, Dh)
         o = torch.einsum("bhqt,bqthe->bqhe", weights, vbar).reshape(b, stop - start, d)  # (B, Q, D)
         return o, weights
 
@@ -141,13 +161,13 @@ class ContiFormerAttention(AttentionBase):
             size = self.chunk_size or t
             outs, weights = [], []
             for start in range(0, t, size):
-                args = (q, k, v, times, start, min(start + size, t), mask_future)
-                if self.chunk_size is not None and torch.is_grad_enabled():  # recompute the chunk in backward
-                    o, w = checkpoint(self._rows, *args, use_reentrant=False)
+                rows = partial(self._rows, start=start, stop=min(start + size, t), mask_future=mask_future)
+                if self.chunk_size is not None and torch.is_grad_enabled():  # no graph now, recompute in backward
+                    o, w = recompute(rows, (q, k, v, times), tuple(self.field.parameters()))
                 else:
-                    o, w = self._rows(*args)
+                    o, w = rows(q, k, v, times)
                 outs.append(o)
-                weights.append(w)
+                weights.append(F.pad(w, (0, t - w.shape[-1])))  # (B, H, Q, T): causal chunks solved K <= T keys
             y = self.out(torch.cat(outs, dim=1)).to(x.dtype)  # (B, T, D)
         aux: Aux = {"weights": torch.cat(weights, dim=2)} if need_weights else {}  # (B, H, T, T)
         return y, aux

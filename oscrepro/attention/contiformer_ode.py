@@ -17,6 +17,11 @@ variable s in [-1, 1], t(s) = t_i + (s + 1) r with r = (t_j - t_i) / 2, so dk/ds
 at step 0.1 that is 20 steps x 4 stages = 80 evaluations, whatever the interval length (S = 80, osciformer
 Sec. 5.4). An interval with t_j = t_i has r = 0 and a constant trajectory; t_j < t_i integrates backwards.
 
+Memory (``recompute``): backpropagating through the 80 evaluations saves ~8 activations of the pair shape per
+evaluation, and building that graph also leaves one small, long-lived autograd node per operation in the heap
+between the freed per-step temporaries, so glibc cannot reuse them and the resident size tracks every byte
+allocated. ``recompute`` runs a block (one chunk of query rows) with no graph at all and re-runs it in backward.
+
 Query spline (PhysioPro ``hermite_cubic_coefficients_with_backward_differences``): on [t_m, t_{m+1}] the cubic
 Hermite interpolant with knot slopes d_m = (x_m - x_{m-1}) / (t_m - t_{m-1}) (backward differences; d_0 = d_1).
 The piece on [t_m, t_{m+1}] reads x_{m-1}, x_m, x_{m+1} only, so q(tau) for tau <= t_j never reads a token
@@ -25,11 +30,12 @@ after j: the spline is causal by construction. ``kind="linear"`` is the piecewis
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 from torchdiffeq import odeint, odeint_adjoint
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
@@ -99,6 +105,41 @@ def solve_pairs(field: Callable[[Tensor, Tensor], Tensor], y0: Tensor, t0: Tenso
     return odeint(func, y0, s, method=method, options=options, rtol=rtol, atol=atol)
 
 
+class _Recompute(torch.autograd.Function):
+    """fn(*inputs) run without a graph; backward re-runs fn with grad on and differentiates it (``recompute``)."""
+
+    @staticmethod
+    def forward(ctx, fn: Callable[..., tuple[Tensor, ...]], n_inputs: int, *args: Tensor) -> tuple[Tensor, ...]:
+        ctx.fn, ctx.params = fn, args[n_inputs:]  # the parameters fn reads by closure (already held by the module)
+        ctx.save_for_backward(*args[:n_inputs])  # the block's inputs: O(B T D), not O(B Q T D S)
+        return fn(*args[:n_inputs])  # autograd.Function.forward runs with grad off: no graph, no saved stages
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, *grad_out: Tensor) -> tuple[Tensor | None, ...]:
+        inputs = [a.detach().requires_grad_(a.requires_grad) for a in ctx.saved_tensors]
+        with torch.enable_grad():
+            out = ctx.fn(*inputs)  # the block's full graph, alive only until this backward returns
+        every = (*inputs, *ctx.params)
+        pairs = [(o, g) for o, g in zip(out, grad_out, strict=True) if o.requires_grad]
+        wrt = [a for a in every if a.requires_grad]
+        grads = iter(torch.autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True)
+                     if pairs and wrt else ())
+        return (None, None, *(next(grads) if a.requires_grad else None for a in every))
+
+
+def recompute(fn: Callable[..., tuple[Tensor, ...]], inputs: Sequence[Tensor], params: Sequence[Tensor]
+              ) -> tuple[Tensor, ...]:
+    """fn(*inputs) -> tuple of tensors, differentiable in ``inputs`` and in ``params`` (the parameters fn reads by
+    closure), storing only those for backward and recomputing fn there.
+
+    Unlike ``torch.utils.checkpoint(use_reentrant=False)``, which still records one autograd node per operation and
+    so fragments the CPU heap (module docstring), the forward records one node. Unlike the reentrant checkpoint it
+    works with ``torch.autograd.grad``. Peak memory is one block's graph, during that block's backward.
+    """
+    return _Recompute.apply(fn, len(inputs), *inputs, *params)
+
+
 def gauss_legendre(n: int, dtype: torch.dtype = torch.float64) -> tuple[Tensor, Tensor]:
     """n-point Gauss-Legendre nodes and weights on [-1, 1] (Golub-Welsch), each (n,); weights sum to 2."""
     k = torch.arange(1, n, dtype=torch.float64)
@@ -136,9 +177,8 @@ def spline_eval(x: Tensor, t: Tensor, tau: Tensor, kind: str = "cubic") -> Tenso
     return x0 + u * (d0 + u * (c2 + u * c3))
 
 
-def pair_times(times: Tensor, rows: slice) -> tuple[Tensor, Tensor]:
-    """(B, T) times -> (t0, t1), each (B, Q, T, 1): start t_i (key i, last axis) and end t_j (query j in rows)."""
-    t0 = times[:, None, :, None].expand(-1, times[:, rows].shape[1], -1, -1)  # (B, Q, T, 1) key event times
-    t1 = times[:, rows, None, None].expand_as(t0)  # (B, Q, T, 1) query times
+def pair_times(times: Tensor, rows: slice, keys: slice = slice(None)) -> tuple[Tensor, Tensor]:
+    """(B, T) times -> (t0, t1), each (B, Q, K, 1): start t_i (key i in keys, last axis), end t_j (query j in rows)."""
+    t0 = times[:, None, keys, None].expand(-1, times[:, rows].shape[1], -1, -1)  # (B, Q, K, 1) key event times
+    t1 = times[:, rows, None, None].expand_as(t0)  # (B, Q, K, 1) query times
     return t0, t1
-
