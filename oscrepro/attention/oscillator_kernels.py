@@ -24,8 +24,9 @@ What: the pieces ``osciformer.py`` assembles into an attention layer, each usabl
   x = x_ss + homogeneous(x(0) - x_ss(0), x'(0) - x_ss'(0))  (Eqs. 65-70 with the transient written through
   ``oscillator_state`` instead of the per-regime E, F / U, V coefficients of A.5.3-A.5.4).
 * ``frequency_grid``: the collocation bank {omega_1..omega_J} of the query (Eq. 49) for the Table 9 grids.
-* ``ridge_query_fit``: the per-prefix ridge least-squares fit of the query modes (Eq. 48, A.4), causal by
-  construction (cumulative Gram matrices).
+* ``ridge_query_coef`` / ``ridge_query_fit``: the per-prefix ridge least-squares fit of the query modes (Eq. 48,
+  A.4), causal by construction (prefix Gram matrices); the normal equations are solved through G_j^{-1} phi_l, so
+  the data enter through one matrix product per batch row (the same least-squares solution, no per-token solve).
 """
 
 from __future__ import annotations
@@ -155,18 +156,42 @@ def frequency_grid(kind: str, n_modes: int, n_heads: int, f_range: tuple[float, 
     return grid.expand(n_heads, n_modes).clone()
 
 
-def ridge_query_fit(times: Tensor, q: Tensor, lam: Tensor, ridge: float) -> tuple[Tensor, Tensor]:
+def ridge_query_coef(times: Tensor, q: Tensor, lam: Tensor, ridge: float, max_elems: int = 2**24) -> Tensor:
     """Per-prefix ridge fit of q(t) = sum_k A_k cos(lam_k t) + B_k sin(lam_k t) (Eq. 48) to the query tokens.
 
-    times (B, T), q (B, H, T, D), lam (H, J) -> (A, B), each (B, H, T, J, D): row j is fitted on tokens 1..j only
-    (cumulative Gram matrices), min sum_l ||Q_l - q(t_l)||^2 + ridge (||A||^2 + ||B||^2)."""
-    phase = times[:, None, :, None] * lam[None, :, None, :]  # (B, H, T, J)
-    phi = torch.cat([phase.cos(), phase.sin()], dim=-1)  # (B, H, T, 2J)
-    gram = (phi[..., :, None] * phi[..., None, :]).cumsum(2)  # (B, H, T, 2J, 2J)
-    gram = gram + ridge * torch.eye(phi.shape[-1], dtype=phi.dtype, device=phi.device)
-    rhs = (phi[..., :, None] * q[..., None, :]).cumsum(2)  # (B, H, T, 2J, D)
-    coef = torch.linalg.solve(gram, rhs)  # (B, H, T, 2J, D)
-    return coef.chunk(2, dim=-2)
+    times (B, T), q (B, H, T, D), lam (H, J) -> coefficients (B, H, T, D, J, 2), last axis (A, B): row j is fitted
+    on tokens 1..j only, min sum_{l <= j} ||Q_l - q(t_l)||^2 + ridge (||A||^2 + ||B||^2). With the basis phi_l
+    (2J,) and the prefix Gram matrix G_j = sum_{l <= j} phi_l phi_l^T + ridge I, the solution is
+    coef_j = sum_{l <= j} (G_j^{-1} phi_l) Q_l^T: one (T 2J, T) @ (T, D) matrix product per batch row instead of
+    B H T tiny solves. G depends on times and lam only, so heads that share a fixed grid share it (G^{-1} is then
+    computed once for them and the product runs over all their channels); rows are processed in blocks of at
+    most ``max_elems`` entries of G^{-1} phi (memory bound O(T^2 J) per block)."""
+    b, h, n, d = q.shape
+    j = lam.shape[-1]
+    shared = h > 1 and not lam.requires_grad and bool((lam == lam[:1]).all())
+    lam_g = lam[:1] if shared else lam  # (G, J), G = 1 or H
+    g = lam_g.shape[0]
+    phase = times[:, None, :, None] * lam_g[None, :, None, :]  # (B, G, T, J)
+    phi = torch.stack([phase.cos(), phase.sin()], -1).flatten(-2)  # (B, G, T, 2J): (cos_k, sin_k) pairs
+    gram = (phi[..., :, None] * phi[..., None, :]).cumsum(2)  # (B, G, T, 2J, 2J) prefix sums
+    ginv = torch.linalg.inv(gram + ridge * torch.eye(2 * j, dtype=phi.dtype, device=phi.device))
+    qg = q.reshape(b, g, h // g, n, d).transpose(2, 3).reshape(b, g, n, (h // g) * d)  # (B, G, T, H/G D)
+    step = max(1, max_elems // max(1, b * g * 2 * j * n))
+    blocks = []
+    for j0 in range(0, n, step):
+        j1 = min(n, j0 + step)
+        proj = ginv[:, :, j0:j1].flatten(2, 3) @ phi[:, :, :j1].mT  # (B, G, C 2J, j1): G_j^{-1} phi_l
+        later = torch.arange(j1, device=q.device) > torch.arange(j0, j1, device=q.device)[:, None]  # l > j
+        proj.masked_fill_(later.repeat_interleave(2 * j, 0), 0.0)  # causal: row j uses tokens l <= j
+        blocks.append(proj @ qg[:, :, :j1])  # (B, G, C 2J, H/G D)
+    coef = (blocks[0] if len(blocks) == 1 else torch.cat(blocks, 2)).view(b, g, n, j, 2, h // g, d)
+    return coef.permute(0, 1, 5, 2, 6, 3, 4).contiguous().view(b, h, n, d, j, 2)  # (B, H, T, D, J, 2)
+
+
+def ridge_query_fit(times: Tensor, q: Tensor, lam: Tensor, ridge: float) -> tuple[Tensor, Tensor]:
+    """(A, B), each (B, H, T, J, D): ``ridge_query_coef`` in the paper's layout (row j fitted on tokens 1..j)."""
+    coef = ridge_query_coef(times, q, lam, ridge)  # (B, H, T, D, J, 2)
+    return coef[..., 0].transpose(-1, -2), coef[..., 1].transpose(-1, -2)
 
 
 def query_eval(a: Tensor, b: Tensor, lam: Tensor, tau: Tensor) -> Tensor:

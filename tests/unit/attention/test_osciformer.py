@@ -222,3 +222,52 @@ def test_fast_path_matches_reference_on_xor_times(drive: str) -> None:
     g_ref = torch.autograd.grad(y_ref.square().sum(), [x, *params])
     for a, b in zip(g, g_ref, strict=True):
         assert torch.isfinite(a).all() and (a - b).abs().max() < 1e-7
+
+
+@pytest.mark.parametrize("grid", ["log", "random"])
+def test_ridge_coef_matches_prefix_solves(grid: str) -> None:
+    """The (G_j^{-1} phi_l) @ Q form of the query fit equals one ridge solve per prefix, for a grid shared by the
+    heads (one Gram matrix for all) and per-head grids, with the rows split into several memory blocks."""
+    lam = frequency_grid(grid, 4, 3, (0.05, 3.0))  # (H, J)
+    gen = torch.Generator().manual_seed(4)
+    times = torch.sort(torch.rand(2, 9, dtype=F64, generator=gen) * 6, dim=1).values
+    q = torch.randn(2, 3, 9, 5, dtype=F64, generator=gen)
+    coef = ok.ridge_query_coef(times, q, lam, 1e-2, max_elems=300)  # (B, H, T, D, J, 2), 300: blocks of 1-2 rows
+    for b in range(2):
+        for h in range(3):
+            for j in range(9):
+                phase = times[b, : j + 1, None] * lam[h]  # (j+1, J)
+                phi = torch.cat([phase.cos(), phase.sin()], 1)  # (j+1, 2J)
+                sol = torch.linalg.solve(phi.T @ phi + 1e-2 * torch.eye(8, dtype=F64), phi.T @ q[b, h, : j + 1])
+                assert torch.allclose(coef[b, h, j].permute(2, 1, 0).reshape(8, 5), sol, atol=1e-10)
+
+
+@pytest.mark.parametrize("drive", ["matrix", "gains"])
+def test_small_lag_threshold_error_bound(drive: str) -> None:
+    """The closed form replaces Gauss-Legendre for Delta * rho >= small_lag, where its error ~eps |F| / Delta is
+    largest just above the threshold: XOR-like times (gaps 0, 1/32, 2/32) with gaps placed at 1.01 x the
+    threshold still give the loop/quadrature reference's logits, values and gradients, and the same logits as
+    the Gauss-Legendre branch on those pairs."""
+    mech, _, _ = mech_and_input(drive, seed=5)
+    lam, (om, ze) = mech.log_freqs.double().exp(), mech.omega_zeta("k")
+    rho = float((lam.max() + torch.maximum(lam.max(), torch.maximum(om.max(), 2 * (om * ze).max()))).detach())
+    edge = 1.01 * mech.small_lag / rho
+    assert rho / 32 >= mech.small_lag  # the XOR gaps themselves take the closed form
+    gaps = torch.tensor([[0, 1 / 32, edge, 2 / 32, edge, 0], [1 / 32, edge, 0, 1 / 32, 2 / 32, edge]], dtype=F64)
+    times = gaps.cumsum(1)
+    x = torch.randn(2, 6, 8, dtype=F64, generator=torch.Generator().manual_seed(8)).requires_grad_()
+    y, aux = mech(x, times=times, need_weights=True)
+    y_ref, _, ref = osciformer_reference(mech, x, times, n_panels=4)
+    fin = torch.isfinite(ref)
+    assert (aux["logits"][fin] - ref[fin]).abs().max() < 1e-8
+    assert (y - y_ref).abs().max() < 1e-9
+    params = [p for p in mech.parameters() if p.requires_grad]
+    g = torch.autograd.grad(y.square().sum(), [x, *params])
+    g_ref = torch.autograd.grad(y_ref.square().sum(), [x, *params])
+    for a, b in zip(g, g_ref, strict=True):
+        assert (a - b).abs().max() < 1e-7
+    with torch.no_grad():
+        mech.small_lag = 1.0  # Gauss-Legendre for Delta * rho < 1: exact there (6 nodes)
+        _, aux_gl = mech(x, times=times, need_weights=True)
+    near = (times[:, :, None] - times[:, None, :]).mul(rho).lt(1.0)[:, None].expand_as(ref) & fin
+    assert (aux["logits"][near] - aux_gl["logits"][near]).abs().max() < 1e-8
