@@ -4,7 +4,9 @@
     python -m oscrepro.train -m experiment=fqo/sva seed=0,1,2    # a Hydra multirun (any launcher)
 
 Flow: compose config -> run id -> skip if finished -> seed -> data, model (backbone + attention factory), task
--> Lightning ``Trainer.fit`` (resuming from ``checkpoints/last.ckpt``) -> ``Trainer.test`` -> run record. Every job
+-> Lightning ``Trainer.fit`` (resuming from ``checkpoints/last.ckpt`` when it was saved at an epoch end; a mid-epoch
+checkpoint is discarded and the run trains again from the start, because the data loaders are not resumable and
+Lightning would replay the epoch from its first batch) -> ``Trainer.test`` -> run record. Every job
 is isolated: a diverged run (NaN/inf loss) is recorded as ``diverged`` with its epoch, any other exception as
 ``failed`` with the traceback, and neither stops a sweep.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 import traceback
 from pathlib import Path
@@ -122,6 +125,15 @@ def callbacks(run_dir: Path, wall_offset: float = 0.0) -> list[L.Callback]:
             EpochWallClock(offset_s=wall_offset)]
 
 
+def mid_epoch(ckpt_path: Path) -> bool:
+    """True when a checkpoint was saved inside an epoch (a step-based run's validation checkpoint). Our loaders
+    are not resumable (Lightning would restart the epoch's data order from its first batch), so resuming from it
+    would not give the uninterrupted run's result; an epoch-end checkpoint resumes exactly."""
+    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False, mmap=True)
+    progress = ckpt.get("loops", {}).get("fit_loop", {}).get("epoch_loop.batch_progress", {})
+    return bool(progress) and progress["current"]["completed"] > 0 and not progress.get("is_last_batch", False)
+
+
 def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
     """Train, test and record one run (the caller holds the run's lock)."""
     record.start(cfg, {"run_id": run_dir.name, "experiment": str(cfg.experiment_name), **provenance()})
@@ -133,6 +145,11 @@ def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
         ckpt_dir = run_dir / "checkpoints"
         last = ckpt_dir / "last.ckpt"
         wall_offset = 0.0
+        if last.exists() and mid_epoch(last):  # not resumable exactly: start the run again (module docstring)
+            log.warning("run %s: its checkpoint is mid-epoch and the data order is not resumable; training it again "
+                        "from the start so that the result equals an uninterrupted run's", run_dir.name)
+            shutil.rmtree(ckpt_dir)
+            shutil.rmtree(run_dir / "logs", ignore_errors=True)
         if last.exists():  # resume: keep the history logged up to the checkpoint (the CSV logger would delete it)
             ckpt_epoch = int(torch.load(last, map_location="cpu", weights_only=False, mmap=True)["epoch"])
             wall_offset = history.set_aside(run_dir / "logs", ckpt_epoch)

@@ -139,9 +139,10 @@ def test_interrupted_run_resumes_and_keeps_its_history(compose, results_dir, mon
         assert {int(r["epoch"]) for r in csv.DictReader(fh) if r.get("train/loss_epoch")} == {1, 2}
 
 
-def test_run_interrupted_mid_epoch_resumes(compose, results_dir, monkeypatch):
-    """A step-based run checkpointed at a mid-epoch validation and killed after it resumes and finishes (the task's
-    epoch accumulators exist although Lightning skips on_train_epoch_start on such a resume)."""
+def test_run_interrupted_mid_epoch_restarts_and_equals_an_uninterrupted_run(compose, results_dir, tmp_path,
+                                                                             monkeypatch):
+    """A step-based run killed after a mid-epoch validation checkpoint is trained again from the start (its loader
+    cannot resume the epoch's data order), so its result equals the uninterrupted run's exactly."""
     import oscrepro.train as train_mod
     from oscrepro.utils.callbacks import EpochWallClock
 
@@ -157,6 +158,16 @@ def test_run_interrupted_mid_epoch_resumes(compose, results_dir, monkeypatch):
     assert train(cfg)["status"] == "failed"
     rd = _record(cfg)
     assert (rd / "checkpoints" / "last.ckpt").exists()
+    assert train_mod.mid_epoch(rd / "checkpoints" / "last.ckpt")
     (rd / "resumed").touch()
     result = train(cfg)
     assert result["status"] == "ok", json.loads((rd / "status.json").read_text()).get("reason")
+    clean = compose(SMOKE + [f"paths.results_dir={tmp_path / 'clean'}", "trainer.max_epochs=-1",
+                             "++trainer.max_steps=5", "++trainer.val_check_interval=2",
+                             "++trainer.check_val_every_n_epoch=null", "data.n_train=256", "data.batch_size=16"])
+    monkeypatch.setattr(train_mod, "EpochWallClock", EpochWallClock)
+    uninterrupted = train(clean)
+    keys = [k for k in uninterrupted if k.startswith(("val/", "test/"))]
+    assert keys and all(result[k] == uninterrupted[k] for k in keys)
+    steps = [int(r["step"]) for r in csv.DictReader(open(rd / "history.csv")) if r.get("train/loss_step")]
+    assert steps == sorted(set(steps)), "the restarted run's history repeats steps"
