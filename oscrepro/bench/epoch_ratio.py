@@ -24,9 +24,9 @@ from typing import Any
 import torch
 from hydra.utils import instantiate
 
+from oscrepro.bench.harness import device_line, emit
 from oscrepro.bench.loop import bare_step_s
 from oscrepro.tables.runs import compose_run
-from oscrepro.utils.provenance import provenance
 from oscrepro.utils.quiet import quiet_third_party
 
 MECHANISMS = {  # label -> overrides (the rows of osciformer Table 4)
@@ -69,15 +69,13 @@ def batches_per_epoch(cfg: Any) -> int:
 
 
 def render(rows: list[dict[str, Any]], reference: str, args: argparse.Namespace) -> str:
-    prov = provenance()
     ref = next(r for r in rows if r["mechanism"] == reference)
     head = [f"# Per-epoch training time, {args.experiment} at budget={args.budget}", "",
             f"- **Protocol:** `python -m oscrepro.bench.epoch_ratio {' '.join(args.argv)}`: bare training step "
             f"(forward, loss, backward, AdamW) on the experiment's first {args.steps} batches ({args.warmup} "
             f"untimed), median of {args.repeats} alternations of the mechanisms in one process, "
             f"{torch.get_num_threads()} thread(s); epoch = step x batches per epoch (validation excluded).",
-            f"- **Device:** {prov['device']}; **commit** `{prov['git_commit']}`; **date** {prov['date']}; "
-            f"torch {prov['torch']}", ""]
+            device_line(), ""]
     cols = ["mechanism", "batch", "batches/epoch", "s/step", "epoch min", f"x {reference}"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
@@ -108,10 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = measure(args.experiment, args.budget, args.mechanisms, args.overrides, args.steps, args.warmup,
                    args.repeats)
     text = render(rows, args.reference, args)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

@@ -224,6 +224,23 @@ def render_markdown(rows: list[dict[str, Any]], header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def device_line() -> str:
+    """The provenance line every benchmark report carries: device, commit, date, torch."""
+    from oscrepro.utils.provenance import provenance
+
+    prov = provenance()
+    return (f"- **Device:** {prov['device']}; **commit** `{prov['git_commit']}`; **date** {prov['date']}; "
+            f"torch {prov['torch']}")
+
+
+def emit(text: str, out: Path | None) -> None:
+    """Print a benchmark report and, with ``out``, write it there (creating the folder)."""
+    print(text)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+
+
 def write_csv(rows: list[dict[str, Any]], path: Path, header: list[str]) -> None:
     """CSV of every field of every row, preceded by ``# ``-commented header lines."""
     import csv

@@ -30,9 +30,9 @@ import lightning as L
 import torch
 from lightning.pytorch.loggers import CSVLogger
 
+from oscrepro.bench.harness import device_line, emit
 from oscrepro.tables.runs import compose_run
 from oscrepro.train import build, callbacks, make_trainer
-from oscrepro.utils.provenance import provenance
 from oscrepro.utils.quiet import quiet_third_party
 
 MODELS: dict[str, list[str]] = {  # the three loops the fast-runs issue names, as their tables train them
@@ -141,14 +141,12 @@ def measure(name: str, overrides: list[str], budget: str, steps: int, warmup: in
 
 
 def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
-    prov = provenance()
     head = [f"# Training-loop overhead (budget={args.budget})", "",
             f"- **Protocol:** `python -m oscrepro.bench.loop {' '.join(args.argv)}`: per model (training batches, "
             f"untimed warm-up) {args.steps or {m: STEPS[m] for m in args.models}}, median of {args.repeats} "
             "alternations of loop and bare in one process; validation timed separately (one validation epoch, up "
             "to the same number of batches).",
-            f"- **Device:** {prov['device']}; **commit** `{prov['git_commit']}`; **date** {prov['date']}; "
-            f"torch {prov['torch']}", ""]
+            device_line(), ""]
     cols = list(rows[0])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
@@ -173,10 +171,7 @@ def main(argv: list[str] | None = None) -> None:
                     args.warmup if args.warmup is not None else STEPS[m][1], args.repeats, args.bf16)
             for m in args.models]
     text = render(rows, args)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,7 @@ from torch import Tensor, nn
 
 from oscrepro.attention.osciformer import OsciFormerAttention
 from oscrepro.attention.softmax import SoftmaxAttention
-from oscrepro.bench.harness import _fwd, _fwd_bwd, measure_alternating
-from oscrepro.utils.provenance import provenance
+from oscrepro.bench.harness import _fwd, _fwd_bwd, device_line, emit, measure_alternating
 
 CELLS = [(32, 8), (16, 8), (64, 8), (128, 8), (32, 4), (32, 16)]  # (T, J): the base cell, then T and J sweeps
 
@@ -69,14 +68,12 @@ def bench_cell(seq_len: int, n_modes: int, batch: int, d_model: int, n_heads: in
 
 
 def render(rows: list[dict[str, float]], args: argparse.Namespace) -> str:
-    prov = provenance()
     head = ["# OsciFormer kernel vs softmax (one layer)", "",
             f"- **Protocol:** `python -m oscrepro.bench.osciformer_kernel`: B={args.batch}, d_model={args.d_model}, "
             f"H={args.n_heads}, XOR-like times (gaps k/32), causal; {args.warmup} warm-up + {args.trials} "
             "alternating trials per cell, median; one thread; times in ms are median process CPU time; × = "
             "osciformer / softmax (wall, and CPU).",
-            f"- **Device:** {prov['device']}; **commit** `{prov['git_commit']}`; **date** {prov['date']}; "
-            f"torch {prov['torch']}", ""]
+            device_line(), ""]
     cols = list(rows[0])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(f"{v:.1f}" if isinstance(v, float) else str(v) for v in r.values()) + " |"
@@ -100,10 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(bench_cell(seq_len, n_modes, args.batch, args.d_model, args.n_heads, args.warmup, args.trials))
         print(rows[-1], flush=True)
     text = render(rows, args)
-    print(text)
-    if args.out != "-":
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text)
+    emit(text, None if args.out == "-" else Path(args.out))
 
 
 if __name__ == "__main__":
