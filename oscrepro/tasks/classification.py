@@ -15,11 +15,11 @@ from oscrepro.tasks.base import BaseTask
 TIME_KEYS = ("times", "mask")  # irregular-sampling meta a continuous-time model reads (models.continuous_time)
 
 
-def time_kwargs(batch: tuple) -> dict[str, Tensor]:
-    """``times`` / ``mask`` of a batch's meta as model keywords; empty when the meta has neither (the model is then
-    called exactly as before)."""
+def time_kwargs(batch: tuple, keys: tuple[str, ...] = TIME_KEYS) -> dict[str, Tensor]:
+    """``keys`` (default ``times`` / ``mask``) of a batch's meta as model keywords; empty when the meta has none of
+    them (the model is then called exactly as before)."""
     meta = batch[2] if len(batch) > 2 and isinstance(batch[2], dict) else {}
-    return {k: meta[k] for k in TIME_KEYS if k in meta}
+    return {k: meta[k] for k in keys if k in meta}
 
 
 class ClassificationTask(BaseTask):

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from oscrepro.tasks.base import BaseTask
+from oscrepro.tasks.classification import time_kwargs
 
 MODEL_KEYS = ("times", "mask", "target_times")  # meta keys handed to the model as keywords
 
@@ -48,8 +49,7 @@ class RegressionTask(BaseTask):
 
     def predict(self, batch: tuple, need_weights: bool = False) -> tuple[Tensor, list]:
         """The model's predictions (B, K, C_out) for a batch, with the meta keys it reads."""
-        meta = batch[2] if len(batch) > 2 else {}
-        return self.model(batch[0], need_weights=need_weights, **{k: meta[k] for k in MODEL_KEYS if k in meta})
+        return self.model(batch[0], need_weights=need_weights, **time_kwargs(batch, MODEL_KEYS))
 
     def loss(self, batch: tuple) -> Tensor:
         """Masked MSE of a training batch: mean over real targets and output channels."""
