@@ -107,12 +107,16 @@ def cell_requests(source: str, budget: str, row: str, column: str | None, result
 
 def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[str, str | None]],
                 results_dir: Path, train_missing: bool = False, seeds: list[int] | None = None,
-                overrides: list[str] | None = None) -> tuple[dict[str, list[Path]], list[str]]:
+                overrides: list[str] | None = None, checkpoints: bool = True
+                ) -> tuple[dict[str, list[Path]], list[str]]:
     """Finished run dirs (status ok) per named cell of table ``source``: ``cells`` maps a name to (row, column).
 
     ``seeds``: only these seeds (default: all of the budget's). Diverged runs are dropped with a note. Missing or
     failed runs raise :class:`MissingRunsError` naming the command that trains them, after training them
-    in-process first if ``train_missing``.
+    in-process first if ``train_missing``. ``checkpoints``: the caller loads the runs' weights, so a finished record
+    kept without them (records are in git, checkpoints are not) gets them back from
+    :func:`oscrepro.tables.recover.recover_checkpoint`, and the notes say so; False for callers that read only
+    metrics and history.
     """
     reqs = {name: [r for r in cell_requests(source, budget, row, col, results_dir, overrides)
                    if seeds is None or int(r.cfg.seed) in seeds] for name, (row, col) in cells.items()}
@@ -126,6 +130,7 @@ def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[
     out: dict[str, list[Path]] = {}
     notes: list[str] = []
     missing: list[str] = []
+    recovered: list[str] = []
     for name, rs in reqs.items():
         out[name] = []
         for r in rs:
@@ -135,6 +140,10 @@ def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[
                 missing.append(f"{cells[name][0]} / {r.cfg.experiment_name} seed {r.cfg.seed}: {r.run_dir} [{status}]")
             elif RunRecord(found).status()["status"] == "ok":
                 out[name].append(found)
+                if checkpoints and not (found / "checkpoints" / CKPT_NAME).exists():
+                    from oscrepro.tables.recover import recover_checkpoint
+
+                    recovered.append(recover_checkpoint(found))
             else:
                 notes.append(f"**Excluded:** {name} seed {r.cfg.seed} diverged ({found}).")
     if missing:
@@ -144,6 +153,13 @@ def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[
             f"table {table} at budget={budget} reads the runs of table {source}; {len(missing)} are missing or "
             f"unfinished:\n  {shown}\nTrain them first:  python -m oscrepro.table {source} --budget {budget}"
             f" --results-dir {results_dir}{extra}")
+    if recovered:
+        differ = [n for n in recovered if n.startswith("**")]
+        notes += differ
+        if len(differ) < len(recovered):
+            notes.append(f"**Weights retrained:** {len(recovered) - len(differ)} source run(s) had records without "
+                         "checkpoints (records are kept in git, weights are not) and were retrained from their "
+                         "recorded configs; their retrained metrics match the records.")
     return out, notes
 
 

@@ -113,6 +113,10 @@ class RunRecord:
         wall = round(time.time() - getattr(self, "_t0", time.time()), 2)
         self._write_status({**self.status(), "status": status, "wall_time_s": wall, **extra})
 
+    def update_status(self, extra: dict[str, Any]) -> None:
+        """Merge ``extra`` into status.json (atomically; used when a record gains its recovered checkpoint)."""
+        self._write_status({**self.status(), **extra})
+
     def _write_status(self, payload: dict[str, Any]) -> None:
         tmp = self.status_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))

@@ -139,3 +139,48 @@ def relative_change_notes(spec: TableSpec, cells: dict[tuple[int, str], Cell], o
             ref += f"; from the paper's means {100 * (mean(pc) - mean(pb)) / mean(pb):+.1f} %"
         parts.append(f"{label} {'—' if math.isnan(ours) else f'{ours:+.1f} %'} (paper {ref})")
     return [f"**{candidate} vs. {baseline}** (relative change of the mean): " + "; ".join(parts)]
+
+
+def _mean_std(vals: list[float]) -> tuple[float, float]:
+    return float(np.mean(vals)) if vals else math.nan, float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan
+
+
+def claim_notes(spec: TableSpec, cells: dict[tuple[int, str], Cell], out_dir: Path, budget: str,
+                results_dir: Path, column: str, below: list[list[str]], spread: dict[str, Any] | None = None
+                ) -> list[str]:
+    """Table 1's claims (Sec. 3.1) checked on this build's runs, so the rendered table says which hold.
+
+    Keys of the spec's ``post:`` block:
+
+    * ``column``: the column the claims are about (lower is better, e.g. perplexity);
+    * ``below``: pairs ``[lower, higher]`` of row labels: the claim is mean(lower) < mean(higher); each verdict
+      carries Welch's two-sided p of the two seed samples (``holds`` with p ≥ 0.05 is an ordering of means, not
+      a significant difference);
+    * ``spread`` (optional): ``{narrow: row, wide: row, factor: f}``: the claim std(wide) ≥ f · std(narrow).
+
+    The paper's own numbers are checked against the same claims (from the rows' ``paper`` values) as a control.
+    """
+    labels = [r.label for r in spec.rows]
+    vals = {lab: cells[(_row(spec, lab), column)].values for lab in labels}
+    paper = {lab: spec.rows[i].paper.get(column) for i, lab in enumerate(labels)}
+    notes = []
+    for lo, hi in below:
+        (m_lo, _), (m_hi, _) = _mean_std(vals[lo]), _mean_std(vals[hi])
+        welch = two_sample_ttest(vals[lo], vals[hi])["welch"]["p"]
+        verdict = "holds" if m_lo < m_hi else "does NOT hold"
+        pl, ph = paper[lo], paper[hi]
+        ref = "" if pl is None or ph is None else (
+            f"; paper {pl[0]} vs {ph[0]}, " + ("holds" if pl[0] < ph[0] else "does not hold"))
+        notes.append(f"**Claim {lo} < {hi}:** {verdict} at this budget ({m_lo:.2f} vs {m_hi:.2f}, Welch p = "
+                     f"{welch:.2g}, n {len(vals[lo])} / {len(vals[hi])}{ref}).")
+    if spread:
+        narrow, wide, factor = spread["narrow"], spread["wide"], float(spread["factor"])
+        (_, s_n), (_, s_w) = _mean_std(vals[narrow]), _mean_std(vals[wide])
+        ratio = s_w / s_n if s_n > 0 else math.inf
+        pn, pw = paper[narrow], paper[wide]
+        ref = "" if pn is None or pw is None else f"; paper {pw[1]} / {pn[1]} = {pw[1] / pn[1]:.1f}x"
+        notes.append(f"**Claim std({wide}) ≥ {factor:g} x std({narrow}):** "
+                     f"{'holds' if ratio >= factor else 'does NOT hold'} at this budget (std {s_w:.2f} / {s_n:.2f} "
+                     f"= {ratio:.2f}x{ref}); with {len(vals[narrow])} and {len(vals[wide])} seeds a std is itself "
+                     "uncertain by about ±50 %.")
+    return notes

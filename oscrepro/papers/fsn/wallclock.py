@@ -125,7 +125,8 @@ def fsn_table2(out_dir: Path, budget: str, results_dir: Path, source: str, rungs
     of ``source`` (the ladder); also writes Figure 3 (``fig3.png``). Protocol: :func:`crossing_ratios`."""
     cells = {f"{r['row']}|fsn": (r["row"], fsn_column) for r in rungs}
     cells.update({f"{r['row']}|xf": (r["row"], transformer_column) for r in rungs})
-    runs, notes = source_runs("fsn/table2", source, budget, cells, results_dir, train_missing)
+    runs, notes = source_runs("fsn/table2", source, budget, cells, results_dir, train_missing,
+                              checkpoints=False)  # metrics and history only
     rows, panels = [], []
     for rung in rungs:
         fsn = [read_curve(p, metric, time_column) for p in runs[f"{rung['row']}|fsn"]]

@@ -1,5 +1,6 @@
 """coupledqk post hooks (oscrepro.papers.coupledqk.stats): the Sec. 3.1 t-test equals scipy on hand data, the
-paper's test is reproduced from its summary statistics, identical rows give p = 1; Table 5's relative-change row."""
+paper's test is reproduced from its summary statistics, identical rows give p = 1; Table 5's relative-change row;
+Table 1's claim verdicts flip with the data."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from scipy import stats
 
 from oscrepro.papers.coupledqk.stats import (
+    claim_notes,
     relative_change_notes,
     ttest_from_stats,
     ttest_notes,
@@ -89,3 +91,28 @@ def test_relative_change_notes_table5() -> None:
     assert "WikiText-103 -5.0 % (paper -6.6 %; from the paper's means -6.6 %)" in note
     assert "PubMed -5.0 % (paper -4.5 %; from the paper's means -4.5 %)" in note
     assert "OpenWebText +10.0 % (paper +10.3 %; from the paper's means +10.4 %)" in note
+
+
+def test_table1_claim_verdicts_follow_the_data() -> None:
+    """Table 1's post hook: the ordering and spread verdicts say "holds" exactly when the data satisfy them, and the
+    paper's own numbers (the control) satisfy every claim."""
+    spec = load_spec("coupledqk/table1")
+    post = {k: v for k, v in spec.post.items() if k != "_target_"}
+    labels = [r.label for r in spec.rows]
+
+    def notes(values: dict[str, list[float]]) -> list[str]:
+        cells = {(labels.index(k), "ppl"): Cell(mean=sum(v) / len(v), n=len(v), values=v) for k, v in values.items()}
+        return claim_notes(spec=spec, cells=cells, out_dir=Path("."), budget="smoke", results_dir=Path("."), **post)
+
+    base = {lab: [30.0, 30.5, 29.5] for lab in labels}
+    good = {**base, "Standard": [25.0, 25.2, 24.8], "MLP-Only": [24.0, 23.0, 25.0],
+            "Hamiltonian (coupled)": [22.0, 22.05, 21.95], "Euler (coupled)": [22.1, 22.2, 22.0]}
+    out = notes(good)
+    assert len(out) == len(post["below"]) + 1
+    assert all("does NOT hold" not in n and " holds at this budget" in n for n in out), out
+    assert all("paper" in n and "does not hold" not in n for n in out), out  # the control: the paper's numbers
+    bad = {**good, "MLP-Only": [26.0, 24.0, 28.0], "Hamiltonian (coupled)": [21.0, 22.0, 23.0]}
+    out = notes(bad)
+    assert "Claim MLP-Only < Standard:** does NOT hold" in out[2]
+    assert out[-1].startswith("**Claim std(MLP-Only) ≥ 8 x std(Hamiltonian (coupled)):** does NOT hold"), out[-1]
+    assert "std 2.00 / 1.00 = 2.00x" in out[-1]

@@ -1,0 +1,101 @@
+"""Weights for run records kept without them.
+
+Run records (``config.yaml``, ``status.json``, ``metrics.json``, ``history.csv``: a few KB) are kept in git under
+``results/runs/``, so a table build that takes longer than one session goes on from a fresh checkout where the last
+one stopped; checkpoints (tens of MB each) are not. An analysis table that needs the weights of such a record
+(coupledqk Tables 7 and 12 read Table 1's LMs, say) retrains the run from its recorded config into a scratch
+directory, compares the retrained metrics with the recorded ones, and moves the checkpoint into the record.
+
+Training is deterministic for a given machine kind and thread count (README, "Reproducibility"), so on the machine
+kind that trained the record the metrics match exactly; elsewhere they may differ in late digits. The comparison is
+stored in the record's ``status.json`` (``checkpoint_recovered``) and returned as a note for the table, so a table
+built from retrained weights says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from oscrepro.tables.runs import CKPT_NAME, RunNotUsableError, compose_run
+from oscrepro.utils.run_record import RunRecord, run_id
+
+log = logging.getLogger(__name__)
+# metrics that measure the machine, not the model: never compared
+_MACHINE_KEYS = ("time", "wall", "throughput", "tokens_per_s", "memory")
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    """Whether the record holds its final weights (``checkpoints/last.ckpt``)."""
+    return (Path(run_dir) / "checkpoints" / CKPT_NAME).exists()
+
+
+def compare_metrics(recorded: dict[str, Any], retrained: dict[str, Any], rtol: float = 1e-4
+                    ) -> tuple[bool, float, list[str]]:
+    """(all model metrics within ``rtol``, the largest relative difference, the keys that differ beyond it).
+
+    Only numeric keys present in both are compared; machine measurements (times, memory) are skipped."""
+    worst, differ = 0.0, []
+    for key in sorted(set(recorded) & set(retrained)):
+        a, b = recorded[key], retrained[key]
+        if any(m in key for m in _MACHINE_KEYS) or not all(isinstance(v, int | float) for v in (a, b)):
+            continue
+        if math.isnan(a) and math.isnan(b):
+            continue
+        rel = abs(a - b) / max(abs(a), 1e-12)
+        worst = max(worst, rel)
+        if not rel <= rtol:
+            differ.append(f"{key} {a:.6g} -> {b:.6g}")
+    return not differ, worst, differ
+
+
+def recover_checkpoint(run_dir: Path, rtol: float = 1e-4) -> str:
+    """Retrain the finished run ``run_dir`` (status ``ok``, no checkpoint) from its recorded config and move its
+    checkpoint into the record; returns a one-line note saying how the retrained metrics compare.
+
+    The record's own metrics stay as they are: they are what the table reports. A retrained run that fails is an
+    error (the analysis would otherwise read weights the table's numbers do not come from)."""
+    from oscrepro.train import train  # late: train imports the tables layer's callers
+
+    run_dir = Path(run_dir)
+    record = RunRecord(run_dir)
+    if record.status().get("status") != "ok":
+        raise RunNotUsableError(f"run {run_dir} has status {record.status().get('status', 'missing')!r}, not 'ok'")
+    cfg = OmegaConf.load(run_dir / "config.yaml")
+    # paths are not part of the run id: take this checkout's, then train into a scratch runs dir
+    cfg.paths = compose_run([]).paths
+    if run_id(cfg) != run_dir.name:
+        raise RunNotUsableError(f"{run_dir}/config.yaml hashes to run id {run_id(cfg)}, not {run_dir.name}: the record "
+                                "was edited or written by an incompatible version; retrain it with its table")
+    t0 = time.time()
+    log.info("run %s: its record has no checkpoint (records are kept in git without weights); retraining it from "
+             "its recorded config to recover the weights", run_dir)
+    with tempfile.TemporaryDirectory(prefix=".recover-", dir=run_dir.parent) as scratch:
+        OmegaConf.update(cfg, "paths.runs_dir", scratch, merge=False)
+        result = train(cfg)
+        if result.get("status") != "ok":
+            raise RunNotUsableError(f"retraining {run_dir} to recover its checkpoint ended with status "
+                                    f"{result.get('status')!r}; see {scratch}")
+        same, worst, differ = compare_metrics(record.metrics(), result, rtol)
+        fresh = Path(scratch) / str(cfg.experiment_name) / run_dir.name / "checkpoints"
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+        shutil.move(str(fresh), str(run_dir / "checkpoints"))
+    info = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "metrics_match": same,
+            "max_rel_diff": worst, "differ": differ, "wall_time_s": round(time.time() - t0, 1)}
+    record.update_status({"checkpoint_recovered": info})
+    if same:
+        log.info("run %s: weights recovered; retrained metrics match the record (max rel. diff %.1e)", run_dir, worst)
+        return (f"{run_dir.name}: weights retrained from the record (no checkpoint in git); metrics match the record "
+                f"(max rel. diff {worst:.1e})")
+    log.warning("run %s: weights recovered, but the retrained metrics differ from the record: %s", run_dir,
+                "; ".join(differ))
+    return (f"**Retrained weights differ:** {run_dir.name} was retrained to recover its checkpoint and its metrics "
+            f"differ from the record beyond rel. {rtol:g} ({'; '.join(differ[:3])}): the analysis reads the retrained "
+            "weights, the table's trained-run numbers are the record's")
