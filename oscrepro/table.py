@@ -70,11 +70,15 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
     data = sorted({f"{s.get('data_source')} (fingerprint {s.get('data_fingerprint')})"
                    for s in (r.record.status() for r in runs) if s.get("data_source")})
     agg = aggregate(spec, cells)
-    notes: list[str] = []
+    # records outlive sessions (they are kept in git), so one table's runs may come from several machines
+    devices = Counter(s.get("device", "unknown") for s in (r.record.status() for r in runs) if s.get("status") == "ok")
+    notes: list[str] = [("**Trained on:** " + "; ".join(f"{d} ({n} runs)" for d, n in devices.most_common())
+                         + ("; mixed machines: times compare only within one" if len(devices) > 1 else ""))
+                        ] if devices else []
     if spec.post:
         post = get_method(spec.post["_target_"])
-        notes = post(spec=spec, cells=agg, out_dir=out_dir, budget=budget, results_dir=results,
-                     **{k: v for k, v in spec.post.items() if k != "_target_"})
+        notes += post(spec=spec, cells=agg, out_dir=out_dir, budget=budget, results_dir=results,
+                      **{k: v for k, v in spec.post.items() if k != "_target_"})
     if user_extra:
         label = f" (variant `{variant}`)" if variant else ""
         notes = [f"**Overrides of every run{label}:** `{' '.join(user_extra)}`", *notes]

@@ -140,10 +140,13 @@ def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[
                 missing.append(f"{cells[name][0]} / {r.cfg.experiment_name} seed {r.cfg.seed}: {r.run_dir} [{status}]")
             elif RunRecord(found).status()["status"] == "ok":
                 out[name].append(found)
-                if checkpoints and not (found / "checkpoints" / CKPT_NAME).exists():
-                    from oscrepro.tables.recover import recover_checkpoint
+                if checkpoints:
+                    from oscrepro.tables.recover import recover_checkpoint, recovered_note
 
-                    recovered.append(recover_checkpoint(found))
+                    if not (found / "checkpoints" / CKPT_NAME).exists():
+                        recover_checkpoint(found)
+                    if (note := recovered_note(found)) is not None:
+                        recovered.append(note)
             else:
                 notes.append(f"**Excluded:** {name} seed {r.cfg.seed} diverged ({found}).")
     if missing:

@@ -10,6 +10,7 @@ import pytest
 from oscrepro.table import build_table
 from oscrepro.tables.plan import plan
 from oscrepro.tables.spec import available_tables, load_spec
+from oscrepro.utils.provenance import provenance
 
 # Smoke builds that train many LM models (vocabularies of 8-10K) take minutes on 2 cores: they run in
 # `make test-all`; the fast suite still plans every cell of them (test_every_table_plans).
@@ -40,6 +41,7 @@ def test_table_builds_at_smoke(key, results_dir):
     assert md.with_suffix(".csv").exists()
     if spec.kind != "runs":
         return
+    assert f"**Trained on:** {provenance()['device']} (" in text  # the machine that trained the runs, with the count
     rows = list(csv.DictReader(open(md.with_suffix(".csv"))))
     assert len(rows) == len(spec.rows) * len(spec.columns)
     for r in rows:

@@ -26,11 +26,11 @@ def test_experiment_composes_and_model_instantiates(compose, experiment, budget)
     task_target = cfg.task._target_
     assert task_target.startswith("oscrepro.tasks.")
     # the attention factory is a partial; the backbone builds it per layer. Backbones with their own attention
-    # (the fsn RoPE transformer baseline) take none.
+    # (the fsn RoPE transformer baseline, osciformer's App. E.2 single-query resonance model) take none.
     if "attention" in cfg.model:
         assert callable(instantiate(cfg.model.attention))
     else:
-        assert cfg.model._target_.endswith("RopeTransformerLM")
+        assert cfg.model._target_.endswith(("RopeTransformerLM", "OsciFormerResonanceClassifier"))
 
 
 def test_budget_scaling_overrides_experiment(compose):
