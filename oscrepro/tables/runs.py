@@ -168,7 +168,9 @@ def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[
 
 # ------------------------------------------------------------------------------------ a run back in memory
 def resolve_run(path: str | Path) -> tuple[Path, Path]:
-    """Accept a run directory or a checkpoint file; return ``(run_dir, ckpt_path)``."""
+    """Accept a run directory or a checkpoint file; return ``(run_dir, ckpt_path)``. A finished (ok) run directory
+    whose record has no checkpoint (records are kept in git, weights are not) gets it back by
+    :func:`oscrepro.tables.recover.recover_checkpoint`."""
     p = Path(path).expanduser()
     if p.is_dir():
         rdir, ckpt = p, p / "checkpoints" / CKPT_NAME
@@ -179,6 +181,10 @@ def resolve_run(path: str | Path) -> tuple[Path, Path]:
         raise RunNotUsableError(f"no run directory or checkpoint at {p}")
     if not (rdir / "config.yaml").exists():
         raise RunNotUsableError(f"{rdir} is not a run record (no config.yaml)")
+    if not ckpt.exists() and p.is_dir() and RunRecord(rdir).status().get("status") == "ok":
+        from oscrepro.tables.recover import recover_checkpoint  # late: recover imports this module
+
+        recover_checkpoint(rdir)  # a finished record kept in git without its weights: retrain them
     if not ckpt.exists():
         raise RunNotUsableError(f"run {rdir} has no checkpoint {ckpt.relative_to(rdir)}: is it a finished run?")
     return rdir, ckpt

@@ -34,9 +34,11 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+from omegaconf import OmegaConf
 
 from oscrepro.data.base import model_dims
 from oscrepro.tables.launch import Progress, launch
+from oscrepro.tables.recover import recovered_note
 from oscrepro.tables.runs import MissingRunsError, RunRequest, find_record, load_run
 from oscrepro.utils.run_record import RunRecord
 
@@ -136,10 +138,12 @@ def osciformer_fig3_resonance(out_dir: Path, budget: str, results_dir: Path, nam
     runs, notes = collect(name, budget, Path(results_dir), experiment, seeds, train_missing, launcher, workers)
     accs = [100 * float(RunRecord(p).metrics()["test/acc"]) for p in runs]
     hist = read_history(runs[0] / "history.csv")
-    cfg = load_run(runs[0]).cfg
+    cfg = OmegaConf.load(runs[0] / "config.yaml")
     dm, init_model, _ = build(cfg)  # seeds and instantiates exactly as the run did: its random init
     L.seed_everything(int(cfg.seed), workers=True)
-    trained = load_run(runs[0], datamodule=dm).model
+    trained = load_run(runs[0], datamodule=dm).model  # recovers the weights of a record kept without them
+    if (note := recovered_note(runs[0])) is not None:
+        notes.append(note)
     init_model.eval()
     batches, have = [], 0
     for batch in dm.val_dataloader():
