@@ -25,7 +25,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from oscrepro.tables.runs import CKPT_NAME, RunNotUsableError, compose_run
+from oscrepro.tables.compose import CKPT_NAME, RunNotUsableError, compose_run
 from oscrepro.utils.run_record import RunRecord, run_id
 
 log = logging.getLogger(__name__)

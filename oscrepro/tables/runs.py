@@ -16,17 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
 from oscrepro.data.base import model_dims
+from oscrepro.tables.compose import CKPT_NAME, RunNotUsableError, compose_run
+from oscrepro.tables.recover import recover_checkpoint, recovered_note
 from oscrepro.tables.spec import CONF_DIR, SpecError, load_spec
 from oscrepro.utils.run_record import RunRecord, _drop, hashed_payload, run_dir
 
-CKPT_NAME = "last.ckpt"
 MODEL_PREFIX = "model."  # BaseTask stores the backbone as ``self.model``
 # Keys that change where a run trains, not what it computes: a record trained with ``trainer=gpu`` serves a cell.
 DEVICE_KEYS = ("trainer.accelerator", "trainer.devices", "trainer.deterministic", "trainer.strategy")
@@ -34,17 +33,6 @@ DEVICE_KEYS = ("trainer.accelerator", "trainer.devices", "trainer.deterministic"
 
 class MissingRunsError(FileNotFoundError):
     """A table needs finished runs (of itself or of another table) that are not in the results directory."""
-
-
-class RunNotUsableError(RuntimeError):
-    """The run record has no checkpoint, or did not finish with status ``ok``."""
-
-
-def compose_run(overrides: list[str], conf_dir: Path = CONF_DIR) -> DictConfig:
-    """Compose ``conf/train.yaml`` with ``overrides`` exactly as ``python -m oscrepro.train`` would."""
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-        return compose(config_name="train", overrides=overrides)
 
 
 @dataclass
@@ -141,8 +129,6 @@ def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[
             elif RunRecord(found).status()["status"] == "ok":
                 out[name].append(found)
                 if checkpoints:
-                    from oscrepro.tables.recover import recover_checkpoint, recovered_note
-
                     if not (found / "checkpoints" / CKPT_NAME).exists():
                         recover_checkpoint(found)
                     if (note := recovered_note(found)) is not None:
@@ -182,8 +168,6 @@ def resolve_run(path: str | Path) -> tuple[Path, Path]:
     if not (rdir / "config.yaml").exists():
         raise RunNotUsableError(f"{rdir} is not a run record (no config.yaml)")
     if not ckpt.exists() and p.is_dir() and RunRecord(rdir).status().get("status") == "ok":
-        from oscrepro.tables.recover import recover_checkpoint  # late: recover imports this module
-
         recover_checkpoint(rdir)  # a finished record kept in git without its weights: retrain them
     if not ckpt.exists():
         raise RunNotUsableError(f"run {rdir} has no checkpoint {ckpt.relative_to(rdir)}: is it a finished run?")

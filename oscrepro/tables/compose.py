@@ -1,0 +1,28 @@
+"""Compose a run's config as ``python -m oscrepro.train`` does, and the names every run reader shares.
+
+Kept apart from :mod:`oscrepro.tables.runs` so that :mod:`oscrepro.tables.recover` (which ``runs`` calls to get
+back the weights of records kept without them) can compose a run without importing ``runs``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig
+
+from oscrepro.tables.spec import CONF_DIR
+
+CKPT_NAME = "last.ckpt"
+
+
+class RunNotUsableError(RuntimeError):
+    """The run record has no checkpoint, or did not finish with status ``ok``."""
+
+
+def compose_run(overrides: list[str], conf_dir: Path = CONF_DIR) -> DictConfig:
+    """Compose ``conf/train.yaml`` with ``overrides`` exactly as ``python -m oscrepro.train`` would."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+        return compose(config_name="train", overrides=overrides)
