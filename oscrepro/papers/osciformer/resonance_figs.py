@@ -37,9 +37,9 @@ import torch
 from omegaconf import OmegaConf
 
 from oscrepro.data.base import model_dims
-from oscrepro.tables.launch import Progress, launch
+from oscrepro.tables.launch import finished_runs
 from oscrepro.tables.recover import recovered_note
-from oscrepro.tables.runs import MissingRunsError, RunRequest, find_record, load_run
+from oscrepro.tables.runs import MissingRunsError, RunRequest, load_run
 from oscrepro.utils.run_record import RunRecord
 
 
@@ -98,23 +98,11 @@ def collect(name: str, budget: str, results_dir: Path, experiment: str, seeds: i
     """Finished-ok run dirs (seed order); trains the missing ones with ``train_missing``, else raises
     :class:`MissingRunsError` naming the command. Diverged runs are left out with a note."""
     reqs = _requests(name, budget, results_dir, experiment, seeds)
-    missing = [r for r in reqs if find_record(r) is None]
-    if missing and train_missing:
-        print(f"[table {name}] budget={budget}: {len(reqs)} runs, {len(missing)} to train ({launcher})", flush=True)
-        launch(missing, launcher, Progress(name, len(reqs), len(reqs) - len(missing)), max_workers=workers)
-        missing = [r for r in missing if find_record(r) is None]
-    if missing:
-        raise MissingRunsError(
-            f"table {name} at budget={budget} reads {len(missing)} missing or unfinished runs, e.g. "
-            f"{missing[0].run_dir}.\nTrain them first:\n  python -m oscrepro.train -m experiment={experiment} "
-            f"budget={budget} seed={','.join(map(str, range(seeds)))} paths.results_dir={results_dir}")
-    runs, notes = [], []
-    for r in reqs:
-        found = find_record(r)
-        if RunRecord(found).status()["status"] == "ok":
-            runs.append(found)
-        else:
-            notes.append(f"**Excluded:** seed {r.cfg.seed} diverged ({found}).")
+    command = (f"  python -m oscrepro.train -m experiment={experiment} budget={budget} "
+               f"seed={','.join(map(str, range(seeds)))} paths.results_dir={results_dir}")
+    dirs, diverged = finished_runs(name, budget, reqs, train_missing, launcher, workers, command)
+    runs = [d for d in dirs if d is not None]
+    notes = [f"**Excluded:** seed {r.cfg.seed} diverged ({r.run_dir})." for r in diverged]
     if not runs:
         raise MissingRunsError(f"{name}: no finished run at budget={budget} (all diverged)")
     return runs, notes

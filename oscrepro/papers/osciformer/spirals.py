@@ -23,10 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from oscrepro.tables.launch import Progress, launch
-from oscrepro.tables.runs import MissingRunsError, RunRequest, find_record, load_run
+from oscrepro.tables.launch import finished_runs
+from oscrepro.tables.runs import RunRequest, load_run
 from oscrepro.tasks.regression import MODEL_KEYS
-from oscrepro.utils.run_record import RunRecord
 
 TARGETS = ("interpolation", "extrapolation")
 
@@ -89,27 +88,16 @@ def collect(name: str, budget: str, results_dir: Path, experiment: str, mechanis
     """Finished-ok run dirs per (mechanism, target); trains the missing ones with ``train_missing``, else raises
     :class:`MissingRunsError` naming the commands that train them. Diverged runs are left out with a note."""
     reqs = spiral_requests(name, budget, results_dir, experiment, mechanisms, seeds)
-    missing = [r for rs in reqs.values() for r in rs if find_record(r) is None]
-    if missing and train_missing:
-        total = sum(len(rs) for rs in reqs.values())
-        print(f"[table {name}] budget={budget}: {total} spiral runs, {len(missing)} to train ({launcher})", flush=True)
-        launch(missing, launcher, Progress(name, total, total - len(missing)), max_workers=workers)
-        missing = [r for r in missing if find_record(r) is None]
-    if missing:
-        raise MissingRunsError(
-            f"table {name} at budget={budget} reads {len(missing)} spiral runs that are missing or unfinished, e.g. "
-            f"{missing[0].run_dir}.\nTrain them first:\n"
-            f"{_train_commands(experiment, budget, results_dir, mechanisms, seeds)}")
-    runs: dict[tuple[str, str], list[Path]] = {}
-    notes = []
-    for key, rs in reqs.items():
-        runs[key] = []
-        for r in rs:
-            found = find_record(r)
-            if RunRecord(found).status()["status"] == "ok":
-                runs[key].append(found)
-            else:
-                notes.append(f"**Excluded:** {key[0]} {key[1]} seed {r.cfg.seed} diverged ({found}).")
+    flat = [(key, r) for key, rs in reqs.items() for r in rs]
+    dirs, diverged = finished_runs(name, budget, [r for _, r in flat], train_missing, launcher, workers,
+                                   _train_commands(experiment, budget, results_dir, mechanisms, seeds), "spiral runs")
+    runs: dict[tuple[str, str], list[Path]] = {key: [] for key in reqs}
+    for (key, _), found in zip(flat, dirs, strict=True):
+        if found is not None:
+            runs[key].append(found)
+    key_of = {id(r): key for key, r in flat}
+    notes = [f"**Excluded:** {key_of[id(r)][0]} {key_of[id(r)][1]} seed {r.cfg.seed} diverged ({r.run_dir})."
+             for r in diverged]
     return runs, notes
 
 
