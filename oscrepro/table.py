@@ -66,12 +66,13 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
     print(f"[table {key}] budget={budget}: {len(runs)} runs, {len(missing)} to train ({launcher})", flush=True)
     launch(missing, launcher, progress, max_workers=workers)
 
-    statuses = Counter(r.record.status().get("status", "missing") for r in runs)
+    run_statuses = [r.record.status() for r in runs]  # read each status.json once
+    statuses = Counter(s.get("status", "missing") for s in run_statuses)
     data = sorted({f"{s.get('data_source')} (fingerprint {s.get('data_fingerprint')})"
-                   for s in (r.record.status() for r in runs) if s.get("data_source")})
+                   for s in run_statuses if s.get("data_source")})
     agg = aggregate(spec, cells)
     # records outlive sessions (they are kept in git), so one table's runs may come from several machines
-    devices = Counter(s.get("device", "unknown") for s in (r.record.status() for r in runs) if s.get("status") == "ok")
+    devices = Counter(s.get("device", "unknown") for s in run_statuses if s.get("status") == "ok")
     notes: list[str] = [("**Trained on:** " + "; ".join(f"{d} ({n} runs)" for d, n in devices.most_common())
                          + ("; mixed machines: times compare only within one" if len(devices) > 1 else ""))
                         ] if devices else []

@@ -129,8 +129,7 @@ def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[
             elif RunRecord(found).status()["status"] == "ok":
                 out[name].append(found)
                 if checkpoints:
-                    if not (found / "checkpoints" / CKPT_NAME).exists():
-                        recover_checkpoint(found)
+                    resolve_run(found)  # recovers the weights of a record kept without them
                     if (note := recovered_note(found)) is not None:
                         recovered.append(note)
             else:
