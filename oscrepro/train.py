@@ -104,6 +104,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 def build(cfg: DictConfig) -> tuple[L.LightningDataModule, torch.nn.Module, L.LightningModule]:
     """Threads, seed, then data module (set up for fit), model (with the data's dims) and task, as every run does.
+    A model with ``set_data_statistics(datamodule)`` reads the training-set statistics it standardises with here,
+    once (they are buffers: ``load_run`` restores them from the checkpoint).
 
     Shared with the loop benchmark (``oscrepro.bench.loop``), so that it times exactly what a run trains.
     """
@@ -114,6 +116,8 @@ def build(cfg: DictConfig) -> tuple[L.LightningDataModule, torch.nn.Module, L.Li
     datamodule = instantiate(cfg.data)
     datamodule.setup("fit")
     model = instantiate(cfg.model, **model_dims(datamodule))
+    if hasattr(model, "set_data_statistics"):  # inputs standardised by training-set statistics (osciformer App. E.3)
+        model.set_data_statistics(datamodule)
     return datamodule, model, instantiate(cfg.task, model=model)
 
 

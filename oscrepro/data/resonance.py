@@ -21,10 +21,11 @@ Where the appendix is silent we chose:
 * E.2 label indices are 0-based (class m* - 1);
 * E.3: the number of components uniform in {1, 2, 3}, frequencies distinct; ``a_k ~ U[-1.5, 1.5]`` (gives
   std(y_target) ~ 0.90 and a constant-predictor MSE ~ 0.80 against the reported ~0.88 / ~0.78; U[0.5, 1.5] gives
-  0.94 / 0.89); gaps ``Gamma(shape 2, scale 0.1)`` (mean 0.2) with observations while ``t < t_obs = 5``
-  (~25 points; Fig. 6a shows a final observation time before T_future), at least 2 points; ``sigma = 0.1``;
-  a 400-sequence test split from its own stream (the appendix reports validation only); the features' T is the
-  last observation time and the integral runs over [t_1, t_N].
+  0.94 / 0.89; the E.3 experiment draws U[0, 1.65], since its sign-blind energy features cannot forecast
+  sign-symmetric amplitudes: conf/experiment/osciformer/forecast.yaml); gaps ``Gamma(shape 2, scale 0.1)``
+  (mean 0.2) with observations while ``t < t_obs = 5`` (~25 points; Fig. 6a shows a final observation time before
+  T_future), at least 2 points; ``sigma = 0.1``; a 400-sequence test split from its own stream (the appendix
+  reports validation only); the features' integral runs over [t_1, t_N] and their T is that span, t_N - t_1.
 Splits use ``SeedSequence([seed, k])``, k = 0/1/2.
 """
 
@@ -64,15 +65,22 @@ def generate_classification(n: int, rng: np.random.Generator, n_freqs: int = 41,
     return IrregularArrays(x, t, np.ones(t.shape, dtype=bool), y)
 
 
+def forecast_amplitudes(n: int, rng: np.random.Generator, n_freqs: int = len(FORECAST_OMEGAS),
+                        max_components: int = 3, amp_range: tuple[float, float] = (-1.5, 1.5)) -> np.ndarray:
+    """The amplitudes a_k (n, K) of App. E.3 sequences, 0 on unused frequencies: the first draws of
+    :func:`generate_forecast` from ``rng``, so a replay from the same seed gives the sequences' true amplitudes."""
+    n_comp = rng.integers(1, max_components + 1, size=n)  # (n,)
+    chosen = np.argsort(rng.random((n, n_freqs)), axis=1) < n_comp[:, None]  # (n, K) distinct components
+    return np.where(chosen, rng.uniform(*amp_range, size=(n, n_freqs)), 0.0)  # (n, K)
+
+
 def generate_forecast(n: int, rng: np.random.Generator, omegas: tuple[float, ...] = FORECAST_OMEGAS,
                       max_components: int = 3, amp_range: tuple[float, float] = (-1.5, 1.5),
                       gap_shape: float = 2.0, gap_scale: float = 0.1, t_obs: float = 5.0, t_future: float = 7.0,
                       noise_std: float = 0.1, min_points: int = 2) -> IrregularArrays:
     """App. E.3 sequences (module docstring): x (n, T, 1) noisy y(t_n), y (n, 1, 1) = y(t_future)."""
     om = np.asarray(omegas, dtype=np.float64)
-    n_comp = rng.integers(1, max_components + 1, size=n)  # (n,)
-    chosen = np.argsort(rng.random((n, len(om))), axis=1) < n_comp[:, None]  # (n, K) distinct components
-    amp = np.where(chosen, rng.uniform(*amp_range, size=(n, len(om))), 0.0)  # (n, K), a_k (0 if unused)
+    amp = forecast_amplitudes(n, rng, len(om), max_components, amp_range)  # (n, K), a_k (0 if unused)
     n_draw = int(4 * t_obs / (gap_shape * gap_scale)) + 8  # enough gaps to pass t_obs with certainty in practice
     t = np.cumsum(rng.gamma(gap_shape, gap_scale, size=(n, n_draw)), axis=1)  # (n, D)
     keep = (t < t_obs) | (np.arange(n_draw) < min_points)
@@ -85,10 +93,9 @@ def generate_forecast(n: int, rng: np.random.Generator, omegas: tuple[float, ...
     return IrregularArrays(x, t_obs_grid, mask, target[:, None, None], target_times=np.full((n, 1), t_future))
 
 
-def spectral_energy(x: Tensor, times: Tensor, mask: Tensor, omegas: Tensor) -> Tensor:
-    """App. E.3 features before standardisation: ``log(1 + A_j^2 + B_j^2)`` with
-    ``A_j ~ 2/T int y cos(omega_j t) dt`` (B_j with sin) by the trapezoid rule over each row's real points,
-    T = the row's observation span. x (B, T, 1), times / mask (B, T), omegas (J,) -> (B, J)."""
+def trig_coefficients(x: Tensor, times: Tensor, mask: Tensor, omegas: Tensor) -> tuple[Tensor, Tensor]:
+    """App. E.3's ``A_j ~ 2/T int y cos(omega_j t) dt`` and ``B_j`` (with sin) by the trapezoid rule over each
+    row's real points, T = the row's observation span. x (B, T, 1), times / mask (B, T), omegas (J,) -> 2 x (B, J)."""
     y = x[..., 0] * mask  # (B, T)
     arg = times[..., None] * omegas  # (B, T, J)
     dt = (times[:, 1:] - times[:, :-1]) * (mask[:, 1:] & mask[:, :-1])  # (B, T-1), 0 across padding
@@ -99,6 +106,13 @@ def spectral_energy(x: Tensor, times: Tensor, mask: Tensor, omegas: Tensor) -> T
 
     a = 2 / span * trapezoid(y[..., None] * torch.cos(arg))
     b = 2 / span * trapezoid(y[..., None] * torch.sin(arg))
+    return a, b  # (B, J) each
+
+
+def spectral_energy(x: Tensor, times: Tensor, mask: Tensor, omegas: Tensor) -> Tensor:
+    """App. E.3 features before standardisation: ``log(1 + E_j)``, ``E_j = A_j^2 + B_j^2``
+    (:func:`trig_coefficients`). x (B, T, 1), times / mask (B, T), omegas (J,) -> (B, J)."""
+    a, b = trig_coefficients(x, times, mask, omegas)
     return torch.log1p(a**2 + b**2)  # (B, J)
 
 

@@ -26,11 +26,13 @@ def test_experiment_composes_and_model_instantiates(compose, experiment, budget)
     task_target = cfg.task._target_
     assert task_target.startswith("oscrepro.tasks.")
     # the attention factory is a partial; the backbone builds it per layer. Backbones with their own attention
-    # (the fsn RoPE transformer baseline, osciformer's App. E.2 single-query resonance model) take none.
+    # (the fsn RoPE transformer baseline, osciformer's App. E.2 single-query resonance model and App. E.3
+    # forecaster) take none.
     if "attention" in cfg.model:
         assert callable(instantiate(cfg.model.attention))
     else:
-        assert cfg.model._target_.endswith(("RopeTransformerLM", "OsciFormerResonanceClassifier"))
+        assert cfg.model._target_.endswith(("RopeTransformerLM", "OsciFormerResonanceClassifier",
+                                            "OsciFormerForecaster"))
 
 
 def test_budget_scaling_overrides_experiment(compose):
