@@ -8,6 +8,7 @@ TABLE ?= 2
 BUDGET ?= cpu
 LAUNCHER ?= inprocess
 ARGS ?=
+TEST_WORKERS ?= 2  # pytest-xdist worker processes (each test process uses one torch thread)
 
 .DEFAULT_GOAL := help
 .PHONY: help install demo test test-all lint format table table4 bench bench-loop clean
@@ -32,10 +33,10 @@ demo: install ## fqo Figure 2 + Table 2 at budget=cpu (9 short runs, 2 at a time
 	@echo "results: results/fqo/cpu/fig2.{md,csv,png} and results/fqo/cpu/table2.{md,csv} (paper budget: results/fqo/)"
 
 test: install ## Fast offline test suite (what CI runs)
-	$(PY) -m pytest -m "not slow" -q
+	$(PY) -m pytest -m "not slow" -q -n $(TEST_WORKERS)
 
 test-all: install ## Every test, slow ones included
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 lint: install ## Ruff lint
 	$(PY) -m ruff check oscrepro tests

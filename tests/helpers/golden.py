@@ -16,15 +16,18 @@ def digest(payload: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def snapshot() -> dict[str, Any]:
+def snapshot(paper: str | None = None) -> dict[str, Any]:
     """{"cells": {table|budget|row|column|seed: digest}, "configs": {digest: payload},
-    "analyses": {table|budget[|post]: kwargs}}: configs shared by cells are stored once."""
+    "analyses": {table|budget[|post]: kwargs}}: configs shared by cells are stored once. ``paper`` restricts it
+    to that paper's tables (``<paper>/...``)."""
     for var in ("OSCREPRO_DATA_DIR", "OSCREPRO_RESULTS_DIR", "OSCREPRO_CACHE_DIR"):
         os.environ.pop(var, None)
     cells: dict[str, str] = {}
     configs: dict[str, Any] = {}
     analyses: dict[str, Any] = {}
     for key in available_tables():
+        if paper is not None and not key.startswith(f"{paper}/"):
+            continue
         spec = load_spec(key)
         for budget in BUDGETS:
             if spec.kind == "analysis":
@@ -49,6 +52,13 @@ def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
             out.update(_flat(v, f"{prefix}{k}."))
         return out or {prefix.rstrip("."): {}}
     return {prefix.rstrip("."): d}
+
+
+def restrict(snap: dict[str, Any], paper: str) -> dict[str, Any]:
+    """The part of a whole snapshot that ``snapshot(paper)`` would give."""
+    cells = {k: v for k, v in snap["cells"].items() if k.startswith(f"{paper}/")}
+    return {"cells": cells, "configs": {h: snap["configs"][h] for h in set(cells.values())},
+            "analyses": {k: v for k, v in snap["analyses"].items() if k.startswith(f"{paper}/")}}
 
 
 def differences(golden: dict[str, Any], now: dict[str, Any]) -> list[str]:

@@ -34,7 +34,9 @@ from oscrepro.data.charlevel import (
     WikiTextCharDataModule,
     build_code_subset,
 )
+from oscrepro.data.events import EventDataModule
 from oscrepro.data.glue import GLUEDataModule
+from oscrepro.data.heart_rate import HeartRateDataModule
 from oscrepro.data.irregular import IrregularDataModule
 from oscrepro.data.mqar import MQARDataModule
 from oscrepro.data.resonance import ResonanceDataModule, ResonanceForecastDataModule
@@ -45,6 +47,8 @@ from oscrepro.data.uea import UEADataModule
 from oscrepro.data.wordlevel import WordLMDataModule
 from oscrepro.data.xor import XORDataModule
 from oscrepro.models.continuous_time import ContinuousTimeClassifier, ContinuousTimeRegressor
+from oscrepro.models.point_process import ContinuousTimeTPP
+from oscrepro.models.sequence_regressor import ContinuousTimeSequenceRegressor
 from oscrepro.models.transformer import CausalLM, EncoderClassifier
 from tests.helpers.shared_data import require_shared
 from tests.unit.data.test_speech_commands import _write_fixture as write_speech_fixture
@@ -88,7 +92,7 @@ def _shared(name: str, marker: str, build: Callable[[], L.LightningDataModule]) 
 @dataclass(frozen=True)
 class Case:
     make: Callable[[Path], DataModule]
-    backbone: str  # "classifier" | "lm" | "irregular" | "regressor": what model_dims must be able to build
+    backbone: str  # "classifier" | "lm" | "irregular" | "regressor" | "seq_regressor" | "tpp": what model_dims builds
     says: tuple[str, ...] = ()  # words the source must contain
 
 
@@ -119,6 +123,13 @@ CASES = {
     "spirals": Case(lambda _: SpiralsDataModule(n_train=16, n_val=8, n_test=8, batch_size=4), "regressor"),
     "uea_fixture": Case(lambda _: UEADataModule("Epilepsy", data_dir=str(FIXTURES), folders=("uea",), drop_rate=0.5,
                                                 batch_size=4), "irregular", ("stand-in",)),
+    "events_stackoverflow_fixture": Case(lambda _: EventDataModule("stackoverflow", data_dir=str(FIXTURES / "events"),
+                                                                   max_len=32, batch_size=4), "tpp", ("subset",)),
+    "events_hawkes": Case(lambda _: EventDataModule("hawkes", hawkes=dict(
+        n_types=2, baseline=[0.5, 0.3], alpha=[[0.5, 0.2], [0.3, 0.4]], beta=2.0, end_time=10.0, n_train=8, n_val=4,
+        n_test=4), max_len=16, batch_size=4), "tpp", ("stand-in",)),
+    "bidmc32hr_fixture": Case(lambda _: HeartRateDataModule(data_dir=str(FIXTURES), batch_size=4), "seq_regressor",
+                              ("stand-in",)),
     "standin_codeparrot": Case(_shared("python_code", "cpython311_stdlib_train.jsonl.gz",
                                        lambda: PythonCodeCharDataModule(max_chars=5_000, seq_len=32, batch_size=2)),
                                "lm", ("stand-in", "subset")),
@@ -128,7 +139,8 @@ CASES = {
 def _build_backbone(kind: str, dims: dict[str, int]) -> torch.nn.Module:
     tiny = dict(d_model=8, n_heads=2, n_layers=1, d_ff=16, attention=partial(SoftmaxAttention))
     build = {"classifier": EncoderClassifier, "lm": CausalLM, "irregular": ContinuousTimeClassifier,
-             "regressor": ContinuousTimeRegressor}[kind]
+             "regressor": ContinuousTimeRegressor, "seq_regressor": ContinuousTimeSequenceRegressor,
+             "tpp": ContinuousTimeTPP}[kind]
     return build(**dims, **tiny)
 
 
@@ -165,13 +177,19 @@ def test_module_follows_the_contract(name: str, tmp_path: Path) -> None:
 
     built = model_dims(dm)
     assert built == {k: v for k, v in dims.items() if k in MODEL_DIM_KEYS}
-    if case.backbone in ("irregular", "regressor"):  # (x, y, {times, mask[, target_times, target_mask]})
+    if case.backbone == "tpp":  # (one-hot x, types y, {times, mask}): y are the event types, per step
+        assert y.shape == x.shape[:2] and int(y.max()) < dims["n_features"]
+        assert bool((x.argmax(-1) == y)[meta["mask"]].all()), "x must be the one-hot of y at real events"
+    if case.backbone in ("irregular", "regressor", "seq_regressor", "tpp"):  # (x, y, {times, mask[, target_*]})
         assert meta["times"].shape == x.shape[:2] and meta["mask"].dtype == torch.bool
         assert bool((meta["times"].diff(dim=1) >= 0).all()), "times must be non-decreasing per row"
-    keys = {"irregular": ("times", "mask"), "regressor": ("times", "mask", "target_times")}.get(case.backbone, ())
+    keys = {"irregular": ("times", "mask"), "regressor": ("times", "mask", "target_times"),
+            "seq_regressor": ("times", "mask", "target_times"), "tpp": ("times", "mask")}.get(case.backbone, ())
     out, _ = _build_backbone(case.backbone, built)(x, **{k: meta[k] for k in keys})
-    if case.backbone == "regressor":
+    if case.backbone in ("regressor", "seq_regressor"):
         assert out.shape == y.shape
+    elif case.backbone == "tpp":
+        assert out.type_logits.shape == (*y.shape, dims["n_features"]) and out.gap.shape == y.shape
     else:
         width = dims["vocab_size"] if case.backbone == "lm" else dims["n_classes"]
         assert out.shape[-1] == width
@@ -200,5 +218,5 @@ def test_every_data_module_in_the_package_follows_the_contract() -> None:
     tested = {SVADataModule, Enwik8DataModule, CodeParrotDataModule, WordLMDataModule, SpeechCommandsDataModule,
               WikiTextCharDataModule, PythonCodeCharDataModule, MQARDataModule, BPELMDataModule,
               GLUEDataModule, XORDataModule, ResonanceDataModule, ResonanceForecastDataModule, SpiralsDataModule,
-              UEADataModule}  # one CASES entry each
+              UEADataModule, EventDataModule, HeartRateDataModule}  # one CASES entry each
     assert found - bases == tested, "add a CASES entry for every new data module"
