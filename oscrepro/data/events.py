@@ -27,6 +27,8 @@ BookOrder's 3,319-event streams become 26 rows of <= 128) or cut to their first 
 event just before it, so its first time is a true inter-event gap; the history before a window is not seen.
 Rows with fewer than ``min_len`` events are dropped (PhysioPro drops length-1 sequences). Times are divided by
 ``time_scale``: a number, or ``"auto"`` = the mean inter-event gap of the training rows (then the mean gap is 1).
+``max_rows`` (``{train: N, val: N, test: N}``, null = all) keeps a seeded subset of each split's rows, the same for
+every model seed, for budgets below the paper's (ContiFormer's cost grows with rows x T^2); ``source`` says so.
 Batches (the format of :mod:`oscrepro.data.irregular`, with per-event types)::
 
     x, y, meta = batch
@@ -199,8 +201,14 @@ class EventDataModule(DataModuleBase):
     def __init__(self, name: str, fold: int = 1, data_dir: str | None = None, max_len: int | None = 128,
                  crop: str = "window", min_len: int = 2, time_scale: float | str = 1.0, train_fraction: float = 0.9,
                  hawkes: Mapping[str, Any] | None = None, batch_size: int = 32, seed: int = 0,
-                 num_workers: int = 0) -> None:
+                 num_workers: int = 0, max_rows: Mapping[str, int | None] | None = None) -> None:
         super().__init__()
+        unknown = sorted(set(max_rows or {}) - set(SPLITS))
+        bad = {s: n for s, n in (max_rows or {}).items() if n is not None and (isinstance(n, bool) or int(n) < 1)}
+        if unknown or bad:
+            raise ValueError(f"max_rows={dict(max_rows or {})}: keys must be {'/'.join(SPLITS)} and values >= 1 or "
+                             f"null (unknown {unknown}, bad {bad})")
+        self.max_rows = {s: (None if (max_rows or {}).get(s) is None else int(max_rows[s])) for s in SPLITS}
         if name not in NAMES:
             raise ValueError(f"name={name!r}; valid: {', '.join(NAMES)}")
         if crop not in CROPS:
@@ -299,6 +307,15 @@ class EventDataModule(DataModuleBase):
         rows = [r for s in seqs for r in crop(s, self.max_len, self.crop, from_zero=self.spec is not None)]
         return [r for r in rows if len(r.types) >= self.min_len]
 
+    def _subset(self, split: str, rows: list[EventSeq]) -> list[EventSeq]:
+        """At most ``max_rows[split]`` rows, drawn without replacement by the data seed (the same rows for every
+        model seed), kept in their original order; all rows when the cap is null or not reached."""
+        cap = self.max_rows[split]
+        if cap is None or len(rows) <= cap:
+            return rows
+        rng = np.random.default_rng([self.seed, 101 + SPLITS.index(split)])
+        return [rows[i] for i in np.sort(rng.choice(len(rows), size=cap, replace=False))]
+
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
@@ -314,6 +331,8 @@ class EventDataModule(DataModuleBase):
                 raise ValueError(f"{self.name}: mean training gap is {self.time_scale}; cannot rescale time by it")
         else:
             self.time_scale = float(self.requested_scale)
+        n_before = {s: len(rows[s]) for s in SPLITS}
+        rows = {s: self._subset(s, rows[s]) for s in SPLITS}  # after the auto scale: the unit ignores the cap
         arrays = {s: EventArrays.pack(rows[s], self.time_scale) for s in SPLITS}
         self.n_features = self.num_types
         self.seq_len = int(max(a.lengths.max() for a in arrays.values()))
@@ -321,6 +340,9 @@ class EventDataModule(DataModuleBase):
         auto = " (auto: mean train gap = 1)" if self.requested_scale == "auto" else ""
         counts = "/".join(f"{len(seqs[s]):,}" for s in SPLITS)
         n_rows = "/".join(f"{len(arrays[s]):,}" for s in SPLITS)
+        capped = [f"{s} {len(arrays[s]):,} of {n_before[s]:,}" for s in SPLITS if len(arrays[s]) < n_before[s]]
+        if capped:
+            n_rows += f" (seeded row subset: {', '.join(capped)})"
         self.source = (f"{source}; {self.num_types} types; train/val/test {counts} sequences -> {n_rows} rows "
                        f"({cap}, min_len={self.min_len}); times from each row's start / time_scale="
                        f"{self.time_scale:.6g}{auto}")

@@ -405,3 +405,29 @@ def test_shared_bookorder_and_stackoverflow_sizes() -> None:
     for split, start in (("train", 0), ("dev", nhp_train_count(len(events)))):
         seqs = nhp_sequences(load_nhp_pickle(subset / f"{split}.pkl")[split])  # numpy.core.* names: numpy-1 files
         assert [" ".join(map(str, s.types + 1)) for s in seqs] == events[start : start + len(seqs)]
+
+
+def test_max_rows_keeps_a_seeded_ordered_subset_of_each_split() -> None:
+    """The cap draws the same rows for every instance (model seeds share them), keeps their order, leaves splits
+    under the cap untouched, computes time_scale='auto' on all training rows, and is named in ``source``."""
+    full = EventDataModule("hawkes", hawkes=HAWKES, max_len=8, time_scale="auto")
+    caps = {"train": 10, "val": None, "test": 1000}
+    a, b = (EventDataModule("hawkes", hawkes=HAWKES, max_len=8, time_scale="auto", max_rows=caps) for _ in range(2))
+    for dm in (full, a, b):
+        dm.setup("fit")
+    rows = [tuple(r) for r in full.splits["train"].arrays.times.round(6)]
+    kept = [tuple(r) for r in a.splits["train"].arrays.times.round(6)]
+    assert len(kept) == 10 < len(rows)
+    assert np.array_equal(a.splits["train"].arrays.times, b.splits["train"].arrays.times)
+    positions = [rows.index(r) for r in kept]
+    assert positions == sorted(positions) and len(set(positions)) == 10  # a subset, in order
+    for s in ("val", "test"):
+        assert np.array_equal(a.splits[s].arrays.times, full.splits[s].arrays.times)
+    assert a.time_scale == full.time_scale
+    assert f"train 10 of {len(rows):,}" in a.source and "val" not in a.source.split("seeded row subset")[1]
+
+
+@pytest.mark.parametrize("caps", [{"training": 5}, {"train": 0}, {"test": -1}, {"val": True}])
+def test_bad_max_rows_are_refused(caps: dict) -> None:
+    with pytest.raises(ValueError, match="max_rows"):
+        EventDataModule("hawkes", hawkes=HAWKES, max_rows=caps)
