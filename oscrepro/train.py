@@ -129,11 +129,23 @@ def callbacks(run_dir: Path, wall_offset: float = 0.0) -> list[L.Callback]:
             EpochWallClock(offset_s=wall_offset)]
 
 
+def read_checkpoint(ckpt_path: Path) -> dict[str, Any]:
+    """A run's checkpoint, loaded with ``weights_only=True``: tensors and plain containers only, so a file whose
+    pickle would run code is refused before anything runs (Lightning's own resume load is as strict)."""
+    try:
+        return torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # UnpicklingError and RuntimeError from the restricted unpickler, or a corrupt file
+        raise RuntimeError(f"checkpoint {ckpt_path} refused: it does not load as tensors and plain data "
+                           f"(weights_only=True): {type(err).__name__}: {(str(err).splitlines() or [''])[0]}. This "
+                           f"framework's checkpoints always load so; delete {ckpt_path.parent} to train the run from "
+                           f"the start") from None
+
+
 def mid_epoch(ckpt_path: Path) -> bool:
     """True when a checkpoint was saved inside an epoch (a step-based run's validation checkpoint). Our loaders
     are not resumable (Lightning would restart the epoch's data order from its first batch), so resuming from it
     would not give the uninterrupted run's result; an epoch-end checkpoint resumes exactly."""
-    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False, mmap=True)
+    ckpt = read_checkpoint(ckpt_path)
     progress = ckpt.get("loops", {}).get("fit_loop", {}).get("epoch_loop.batch_progress", {})
     return bool(progress) and progress["current"]["completed"] > 0 and not progress.get("is_last_batch", False)
 
@@ -155,7 +167,7 @@ def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
             shutil.rmtree(ckpt_dir)
             shutil.rmtree(run_dir / "logs", ignore_errors=True)
         if last.exists():  # resume: keep the history logged up to the checkpoint (the CSV logger would delete it)
-            ckpt_epoch = int(torch.load(last, map_location="cpu", weights_only=False, mmap=True)["epoch"])
+            ckpt_epoch = int(read_checkpoint(last)["epoch"])
             wall_offset = history.set_aside(run_dir / "logs", ckpt_epoch)
             log.info("resuming %s after epoch %d", run_dir.name, ckpt_epoch)
         loggers = _loggers(cfg, run_dir)

@@ -171,3 +171,35 @@ def test_run_interrupted_mid_epoch_restarts_and_equals_an_uninterrupted_run(comp
     assert keys and all(result[k] == uninterrupted[k] for k in keys)
     steps = [int(r["step"]) for r in csv.DictReader(open(rd / "history.csv")) if r.get("train/loss_step")]
     assert steps == sorted(set(steps)), "the restarted run's history repeats steps"
+
+
+class _CodeRunningPayload:
+    """Unpickling this would call os.makedirs(marker): the shape of a malicious checkpoint."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.makedirs, (str(self.marker),)
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_and_nothing_runs(compose, results_dir, tmp_path):
+    """A last.ckpt carrying a code-running pickle in an unfinished run's directory: the rerun refuses it with a
+    message naming the file, records the run as failed, and the payload never executes."""
+    import torch
+
+    cfg = compose(SMOKE + [f"paths.results_dir={results_dir}"])
+    ckpt = _record(cfg) / "checkpoints" / "last.ckpt"
+    ckpt.parent.mkdir(parents=True)
+    marker = tmp_path / "payload_ran"
+    torch.save({"epoch": 0, "state_dict": {}, "x": _CodeRunningPayload(marker)}, ckpt)
+    result = train(cfg)
+    assert result["status"] == "failed"
+    reason = json.dumps(json.loads((_record(cfg) / "status.json").read_text()))
+    assert "refused" in reason and "last.ckpt" in reason and "weights_only" in reason
+    assert not marker.exists(), "the checkpoint's payload ran"
+    # the same file under the old, unsafe load would have run it: the test's payload is real
+    torch.load(ckpt, weights_only=False)
+    assert marker.exists()
