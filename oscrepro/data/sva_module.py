@@ -8,9 +8,10 @@ position is ``<verb>``, ``y`` (B,) the subject number, and ``meta`` the analysis
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import os
-import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,14 +97,15 @@ def collate(items: list[tuple[torch.Tensor, int, dict]]) -> tuple[torch.Tensor, 
 
 def generate_cached(n: int, seed: int) -> list[SVAExample]:
     """:func:`~oscrepro.data.sva.generate`, cached on disk (keyed by n, seed and the generator's source code):
-    40K sentences take ~0.6 s to generate, once per run otherwise."""
+    40K sentences take ~0.6 s to generate, once per run otherwise. JSON, not pickle: loading the cache runs no code."""
     code = hashlib.sha256(Path(sva.__file__).read_bytes()).hexdigest()[:12]
-    path = cache_dir("sva") / f"sva_{n}_{seed}_{code}.pkl"
+    path = cache_dir("sva") / f"sva_{n}_{seed}_{code}.json"
     if path.exists():
-        return pickle.loads(path.read_bytes())
+        return [SVAExample(**{k: tuple(v) if isinstance(v, list) else v for k, v in row.items()})
+                for row in json.loads(path.read_text())]
     examples = generate(n, seed)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(pickle.dumps(examples))
+    tmp.write_text(json.dumps([dataclasses.asdict(e) for e in examples]))
     tmp.replace(path)  # atomic: parallel workers never read a half-written cache
     return examples
 

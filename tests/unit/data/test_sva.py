@@ -49,3 +49,17 @@ def test_datamodule_batches_have_one_length_and_disjoint_seed_streams():
     dm2 = SVADataModule(n_train=300, n_val=100, n_test=100, batch_size=32)
     dm2.setup("fit")
     assert dm2.fingerprint == fp and len(fp) == 16
+
+
+def test_disk_cache_round_trips_exactly_and_is_json(tmp_path, monkeypatch):
+    """The cached sentences equal freshly generated ones (types included), from a JSON file: no pickle to load."""
+    import json
+
+    from oscrepro.data import paths
+    from oscrepro.data.sva_module import generate_cached
+
+    monkeypatch.setenv(paths.CACHE_DIR_ENV, str(tmp_path))
+    first, second = generate_cached(300, 5), generate_cached(300, 5)
+    assert first == second == generate(300, 5)
+    (cached,) = (tmp_path / "sva").iterdir()
+    assert cached.suffix == ".json" and len(json.loads(cached.read_text())) == 300
