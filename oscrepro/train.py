@@ -38,6 +38,7 @@ from oscrepro.utils.provenance import provenance
 from oscrepro.utils.quiet import expected_on_resume, quiet_third_party
 from oscrepro.utils.run_record import RunRecord
 from oscrepro.utils.run_record import run_dir as run_dir_of
+from oscrepro.utils.validate import ConfigError, validate_config
 
 log = logging.getLogger("oscrepro.train")
 
@@ -90,6 +91,7 @@ def _finish_wandb(loggers: list[Logger]) -> None:
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Run (or skip, if finished) one configured training job; returns its metrics (``status`` included)."""
     quiet_third_party()  # here, not only in main: in-process table builds and joblib workers call train() too
+    validate_config(cfg)  # one clear message, before a run id or a record exists
     run_dir = run_dir_of(cfg)
     record = RunRecord(run_dir)
     if record.finished():
@@ -200,7 +202,10 @@ def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     """Hydra entry point; returns the configured objective so Hydra sweepers can optimize it."""
-    result = train(cfg)
+    try:
+        result = train(cfg)
+    except ConfigError as err:
+        raise SystemExit(str(err)) from None
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     if result["status"] == "failed" and not multirun:
         raise SystemExit(f"run failed; see {run_dir_of(cfg)}/status.json")
