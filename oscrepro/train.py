@@ -131,6 +131,17 @@ def callbacks(run_dir: Path, wall_offset: float = 0.0) -> list[L.Callback]:
             EpochWallClock(offset_s=wall_offset)]
 
 
+def selection_checkpoint(cfg: DictConfig, run_dir: Path) -> EpochCheckpoint | None:
+    """``select: {monitor: val/<metric>, mode: min | max}`` (optional, top-level; absent from most configs so that
+    their run ids do not change): keep the epoch whose validation value is best and test that model instead of the
+    last one (validation-based model selection; test data never selects). None when the config has no ``select``."""
+    sel = cfg.get("select")
+    if not sel:
+        return None
+    return EpochCheckpoint(dirpath=str(run_dir / "checkpoints" / "best"), monitor=str(sel.monitor), mode=str(sel.mode),
+                           save_top_k=1, filename="best-{epoch}", auto_insert_metric_name=False)
+
+
 def read_checkpoint(ckpt_path: Path) -> dict[str, Any]:
     """A run's checkpoint, loaded with ``weights_only=True``: tensors and plain containers only, so a file whose
     pickle would run code is refused before anything runs (Lightning's own resume load is as strict)."""
@@ -173,13 +184,19 @@ def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
             wall_offset = history.set_aside(run_dir / "logs", ckpt_epoch)
             log.info("resuming %s after epoch %d", run_dir.name, ckpt_epoch)
         loggers = _loggers(cfg, run_dir)
+        best = selection_checkpoint(cfg, run_dir)
         trainer = make_trainer(cfg, task, logger=loggers, default_root_dir=str(run_dir),
-                               callbacks=callbacks(run_dir, wall_offset))
+                               callbacks=callbacks(run_dir, wall_offset) + ([best] if best else []))
         with expected_on_resume(last.exists()):  # Lightning's "dir exists and is not empty": our own checkpoint
             trainer.fit(task, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
         val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(("val/", EPOCH_TIME))}
-        test = trainer.test(task, datamodule=datamodule, verbose=False)[0]
-        metrics = {**val, **{k: float(v) for k, v in test.items()},
+        selected = {}
+        if best is not None:  # test the best validation epoch's weights (read by Lightning with weights_only)
+            selected = {"select/epoch": int(read_checkpoint(Path(best.best_model_path))["epoch"]),
+                        "select/score": float(best.best_model_score)}
+        test = trainer.test(task, datamodule=datamodule, verbose=False,
+                            ckpt_path=best.best_model_path if best is not None else None)[0]
+        metrics = {**val, **{k: float(v) for k, v in test.items()}, **selected,
                    "n_params": sum(p.numel() for p in model.parameters()), "epochs": trainer.current_epoch}
         extra = {"data_source": datamodule.source, "data_fingerprint": datamodule.fingerprint}
         status = "ok"

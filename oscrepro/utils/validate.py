@@ -80,6 +80,11 @@ def config_problems(cfg: DictConfig) -> list[str]:
     seed = cfg.get("seed")
     if not (_is_int(seed) and seed >= 0):
         problems.append(f"seed={seed!r}: must be an integer >= 0 (it names the run and seeds every RNG)")
+    sel = cfg.get("select")
+    if sel is not None and not (isinstance(sel, DictConfig) and str(sel.get("monitor", "")).startswith("val/")
+                                and sel.get("mode") in ("min", "max")):
+        problems.append(f"select={sel!r}: must be {{monitor: val/<metric>, mode: min | max}} (model selection reads "
+                        f"validation metrics only)")
     for key, name, value in _leaves(cfg):
         rule = RULES.get(name)
         if rule is None or key.startswith(("hydra.", "paths.")):

@@ -203,3 +203,32 @@ def test_a_checkpoint_that_would_run_code_is_refused_and_nothing_runs(compose, r
     # the same file under the old, unsafe load would have run it: the test's payload is real
     torch.load(ckpt, weights_only=False)
     assert marker.exists()
+
+
+def test_select_tests_the_best_validation_epoch(compose, results_dir, tmp_path):
+    """``select`` keeps the epoch with the best validation value and tests it: with mode=max on val/loss (the worst
+    epoch, so that it differs from the last) the selected epoch is history's argmax, and the test metrics equal
+    those of a run trained (deterministically) to that epoch and tested at its end."""
+    sel = ["+select.monitor=val/loss", "+select.mode=max"]
+    cfg = compose(SMOKE + [f"paths.results_dir={results_dir}", "trainer.max_epochs=3", *sel])
+    result = train(cfg)
+    assert result["status"] == "ok", json.loads((_record(cfg) / "status.json").read_text()).get("reason")
+    with open(_record(cfg) / "history.csv") as fh:
+        val = [(int(r["epoch"]), float(r["val/loss"])) for r in csv.DictReader(fh) if r.get("val/loss")]
+    worst = max(val, key=lambda ev: ev[1])[0]
+    assert worst < 2, "the worst epoch is the last: the test would not tell best from last"
+    assert result["select/epoch"] == worst and result["select/score"] == max(v for _, v in val)
+    short = compose(SMOKE + [f"paths.results_dir={tmp_path / 'short'}", f"trainer.max_epochs={worst + 1}"])
+    reference = train(short)
+    keys = [k for k in reference if k.startswith("test/")]
+    assert keys and all(result[k] == reference[k] for k in keys)
+
+
+def test_bad_select_is_refused_before_anything_runs(compose, results_dir):
+    import pytest
+
+    from oscrepro.utils.validate import ConfigError
+
+    cfg = compose(SMOKE + [f"paths.results_dir={results_dir}", "+select.monitor=test/acc", "+select.mode=max"])
+    with pytest.raises(ConfigError, match="select="):
+        train(cfg)
