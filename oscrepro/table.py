@@ -10,6 +10,7 @@ Finished runs (status ok or diverged) are never redone, so a killed build resume
 from __future__ import annotations
 
 import argparse
+import csv
 import logging
 import os
 from collections import Counter
@@ -102,7 +103,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides applied to every run")
     args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir, args.workers, args.variant)
+    path = build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir, args.workers,
+                       args.variant)
+    incomplete = incomplete_cells(path.with_suffix(".csv"))
+    if incomplete:  # the table is written (its cells say why), but the build did not give every number
+        raise SystemExit(f"[table {args.table}] incomplete: {len(incomplete)} cell(s) with failed or missing runs, "
+                         f"e.g. {incomplete[0]}; see {path} and each run's status.json")
+
+
+def incomplete_cells(csv_path: Path) -> list[str]:
+    """``row / column`` of each cell of a rendered runs table with failed or missing runs (none for analyses)."""
+    if not csv_path.exists():
+        return []
+    with open(csv_path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return [f"{r['row']} / {r['column']}" for r in rows
+            if int(r.get("n_failed") or 0) + int(r.get("n_missing") or 0) > 0]
 
 
 if __name__ == "__main__":

@@ -49,3 +49,26 @@ def test_joblib_pool_trains_every_missing_run_of_a_table_once(tmp_path, capsys):
 def test_unknown_launcher_is_one_clear_error():
     with pytest.raises(ValueError, match="launcher='slurm'; valid: inprocess, joblib, submitit_slurm"):
         launch([object()], "slurm", Progress("x", 1, 0))  # type: ignore[list-item]
+
+
+def test_a_build_with_missing_runs_exits_non_zero(tmp_path, monkeypatch, capsys):
+    """A launcher whose runs never finish (here: a stub that records nothing) leaves cells missing: the table is
+    still written, the sweep line counts the failures, and the command exits non-zero naming a cell."""
+    from oscrepro import table as table_cli
+    from oscrepro.tables import launch as launch_mod
+
+    monkeypatch.setattr(launch_mod, "_train", lambda cfg: {"status": "failed"})
+    with pytest.raises(SystemExit, match="incomplete: .* cell"):
+        table_cli.main(["fqo/table2", "--budget", "smoke", "--results-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "failed" in out and (tmp_path / "fqo" / "smoke" / "table2.md").exists()
+
+
+def test_a_complete_table_has_no_incomplete_cells(tmp_path):
+    from oscrepro.table import incomplete_cells
+
+    csv_path = tmp_path / "t.csv"
+    csv_path.write_text("row,column,n_failed,n_missing\nA,x,0,0\nB,x,0,0\n")
+    assert incomplete_cells(csv_path) == []
+    csv_path.write_text("row,column,n_failed,n_missing\nA,x,0,0\nB,x,1,0\n")
+    assert incomplete_cells(csv_path) == ["B / x"]
