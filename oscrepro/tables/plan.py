@@ -10,7 +10,7 @@ from omegaconf import DictConfig, open_dict
 from oscrepro.tables.runs import RunRequest
 from oscrepro.tables.spec import CONF_DIR, TableSpec
 from oscrepro.utils.run_record import run_dir
-from oscrepro.utils.validate import ConfigError, config_problems
+from oscrepro.utils.validate import validate_config
 
 Cells = dict[tuple[int, str], list[RunRequest]]
 
@@ -38,11 +38,8 @@ def plan(spec: TableSpec, budget: str, extra: list[str] | None = None, conf_dir:
                 if ov not in cache:
                     if base not in composed:
                         composed[base] = RunRequest.compose([*base, f"seed={seed}"], conf_dir).cfg
-                        problems = config_problems(composed[base])
-                        if problems:  # before any run of the table is launched
-                            raise ConfigError(f"{spec.key}: row {spec.rows[ri].label!r}, column {col.name!r} at "
-                                              f"budget={budget}: invalid config, nothing was run:\n  "
-                                              + "\n  ".join(problems))
+                        validate_config(composed[base], f"{spec.key}: row {spec.rows[ri].label!r}, column "
+                                                        f"{col.name!r} at budget={budget}")  # before any run launches
                     cache[ov] = with_seed(composed[base], list(ov), seed)
                 reqs.append(cache[ov])
             cells[(ri, col.name)] = reqs

@@ -7,7 +7,7 @@ trained as seed 1 under another run id, ``seed=true`` trained, ``data.n_train=-5
 it sits (``model.d_model``, ``model.attention.n_heads``, ``data.batch_size``, ...), and raises one
 :class:`ConfigError` that lists every problem with its key, its value and what is allowed.
 
-The rules are by leaf name because the framework's config groups share a vocabulary (conf/README): a dimension is
+The rules are by leaf name because the framework's config groups share a vocabulary: a dimension is
 ``d_*``, a count is ``n_*``; names with no rule here are left to the component that reads them. ``null`` is
 accepted wherever a rule allows "unset" (``max_len: null`` = no cap).
 """
@@ -97,9 +97,11 @@ def config_problems(cfg: DictConfig) -> list[str]:
     return problems
 
 
-def validate_config(cfg: DictConfig) -> None:
-    """Raise :class:`ConfigError` listing every bad value (module docstring); nothing is written before this."""
+def validate_config(cfg: DictConfig, context: str = "") -> None:
+    """Raise :class:`ConfigError` listing every bad value (module docstring); nothing is written before this.
+    ``context`` (e.g. a table cell) prefixes the message."""
     problems = config_problems(cfg)
     if problems:
-        raise ConfigError("invalid config, nothing was run or written:\n  " + "\n  ".join(problems))
+        raise ConfigError(f"{context}{': ' if context else ''}invalid config, nothing was run or written:\n  "
+                          + "\n  ".join(problems))
 
