@@ -155,3 +155,18 @@ def test_standin_reads_another_set_and_says_so() -> None:
     assert "stand-in for SelfRegulationSCP1" in dm.source and dm.source.startswith("UEA Epilepsy")
     with pytest.raises(FileNotFoundError, match="SelfRegulationSCP1"):  # without it: the clear missing-data error
         UEADataModule("SCP1", data_dir=str(FIXTURES), folders=("uea",), batch_size=4).setup("fit")
+
+
+def test_time_stride_keeps_every_kth_step_at_its_original_time() -> None:
+    """data.time_stride=k keeps steps 0, k, 2k, ... with their original (normalised) times, before the drop."""
+    full, strided = _fixture_dm(protocol="merged"), _fixture_dm(protocol="merged", time_stride=3)
+    full.setup("fit")
+    strided.setup("fit")
+    a, b = full.splits["train"].arrays, strided.splits["train"].arrays
+    assert b.x.shape[1] == -(-STEPS // 3) and (b.lengths == -(-STEPS // 3)).all()
+    assert np.allclose(b.t, a.t[:, ::3]) and float(b.t.max()) <= 1.0
+    raw_a, raw_b = a.x * full.channel_std + full.channel_mean, b.x * strided.channel_std + strided.channel_mean
+    assert np.allclose(raw_b, raw_a[:, ::3], atol=1e-4)  # the same raw values, every third step
+    assert "1 step in 3 kept" in strided.source and "step in" not in full.source
+    with pytest.raises(ValueError, match="time_stride"):
+        _fixture_dm(time_stride=0)
