@@ -19,7 +19,7 @@ from pathlib import Path
 from hydra.utils import get_method
 
 from oscrepro.tables.aggregate import aggregate
-from oscrepro.tables.launch import LAUNCHERS, Progress, launch
+from oscrepro.tables.launch import LAUNCHERS, LauncherUnavailableError, Progress, check_launcher, launch
 from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import render_analysis_table, render_runs_table
 from oscrepro.tables.spec import BUDGETS, TableSpec, available_tables, load_spec
@@ -37,8 +37,7 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
     """
     if budget not in BUDGETS:
         raise ValueError(f"budget={budget!r}; valid: {', '.join(BUDGETS)}")
-    if launcher not in LAUNCHERS:
-        raise ValueError(f"launcher={launcher!r}; valid: {', '.join(LAUNCHERS)}")
+    check_launcher(launcher)
     spec: TableSpec = load_spec(key)
     results = Path(results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))
     # paper-budget artifacts live in results/<paper>/, scaled-down ones in results/<paper>/<budget>/, so a cpu
@@ -103,8 +102,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides applied to every run")
     args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    path = build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir, args.workers,
-                       args.variant)
+    try:
+        path = build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir, args.workers,
+                           args.variant)
+    except LauncherUnavailableError as err:
+        raise SystemExit(f"[table {args.table}] {err}") from None
     incomplete = incomplete_cells(path.with_suffix(".csv"))
     if incomplete:  # the table is written (its cells say why), but the build did not give every number
         raise SystemExit(f"[table {args.table}] incomplete: {len(incomplete)} cell(s) with failed or missing runs, "

@@ -36,7 +36,7 @@ from oscrepro.utils import history
 from oscrepro.utils.callbacks import EPOCH_TIME, EpochCheckpoint, EpochWallClock
 from oscrepro.utils.provenance import provenance
 from oscrepro.utils.quiet import expected_on_resume, quiet_third_party
-from oscrepro.utils.run_record import RunRecord
+from oscrepro.utils.run_record import MECHANISM_GROUP, RunRecord, with_mechanism
 from oscrepro.utils.run_record import run_dir as run_dir_of
 from oscrepro.utils.validate import ConfigError, validate_config
 
@@ -219,6 +219,8 @@ def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     """Hydra entry point; returns the configured objective so Hydra sweepers can optimize it."""
+    if cfg.get("mechanism") is None:  # as the table engine's compose_run sets it
+        with_mechanism(cfg, HydraConfig.get().runtime.choices.get(MECHANISM_GROUP))
     try:
         result = train(cfg)
     except ConfigError as err:

@@ -17,10 +17,10 @@ Protocols:
 
 With ``time_stride = k > 1`` only every k-th step is kept first (times stay the original step indices): ours, for
 budgets where a long set (ArticularyWordRecognition, T = 144) must fit ContiFormer's B T^2 d S memory on a small
-machine; the source line says so. Then each split drops ``floor(drop_rate * n)`` of every sample's n time steps (all channels of a step together;
-30 / 50 / 70 % in the paper) and every channel is standardised with the mean / std of the training split's
-remaining observations. Times are the original step indices, divided by (longest length - 1) when
-``normalise_time`` (so they lie in [0, 1]). Batches: x (B, T, C), y (B,), meta times / mask.
+machine; the source line says so. Then each split drops ``floor(drop_rate * n)`` of every sample's n time steps
+(all channels of a step together; 30 / 50 / 70 % in the paper) and every channel is standardised with the mean /
+std of the training split's remaining observations. Times are the original step indices, divided by (longest
+length - 1) when ``normalise_time`` (so they lie in [0, 1]). Batches: x (B, T, C), y (B,), meta times / mask.
 
 Where the sources are silent we chose: ``val_fraction = 0.15`` (the merged protocol's validation share); labels
 are indexed in sorted order (numerically when all labels are integers); steps with a missing (NaN) value in any

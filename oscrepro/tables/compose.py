@@ -10,9 +10,10 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from oscrepro.tables.spec import CONF_DIR
+from oscrepro.utils.run_record import MECHANISM_GROUP, with_mechanism
 
 CKPT_NAME = "last.ckpt"
 
@@ -25,4 +26,8 @@ def compose_run(overrides: list[str], conf_dir: Path = CONF_DIR) -> DictConfig:
     """Compose ``conf/train.yaml`` with ``overrides`` exactly as ``python -m oscrepro.train`` would."""
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-        return compose(config_name="train", overrides=overrides)
+        cfg = compose(config_name="train", overrides=overrides, return_hydra_config=True)
+    choices = cfg.hydra.runtime.choices
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return with_mechanism(cfg, choices.get(MECHANISM_GROUP))

@@ -1,4 +1,6 @@
-"""Run every missing run of a table in one pool: in-process, local worker processes (joblib), or a SLURM array.
+"""Run every missing run of a table in one pool: in-process, local worker processes (joblib), a SLURM array
+(``submitit_slurm``), or submitit's local executor (``submitit_local``: SLURM's code path, pickled jobs, per-job
+folders and logs, without the scheduler).
 
 One pool per table, not one sweep per cell: with 9 runs and 2 workers a table takes 5 rounds, not 6 (a per-cell
 sweep of 3 seeds ends every cell with one worker idle). Workers x threads = cores: each worker's runs get
@@ -9,6 +11,7 @@ runs trained at any thread count). The sweep line reports each run as it finishe
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -20,7 +23,22 @@ from omegaconf import DictConfig, OmegaConf
 from oscrepro.tables.runs import MissingRunsError, RunRequest, find_record
 from oscrepro.utils.run_record import RunRecord
 
-LAUNCHERS = ("inprocess", "joblib", "submitit_slurm")
+LAUNCHERS = ("inprocess", "joblib", "submitit_local", "submitit_slurm")
+
+
+class LauncherUnavailableError(RuntimeError):
+    """The chosen launcher cannot run here (no SLURM for ``submitit_slurm``); raised before anything is written."""
+
+
+def check_launcher(launcher: str) -> None:
+    """Refuse an unknown launcher, or ``submitit_slurm`` where no SLURM client is on PATH, with one message."""
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"launcher={launcher!r}; valid: {', '.join(LAUNCHERS)}")
+    if launcher == "submitit_slurm" and shutil.which("sbatch") is None:
+        raise LauncherUnavailableError(
+            "--launcher submitit_slurm needs a SLURM cluster, and `sbatch` is not on PATH here; run the build on a "
+            "login node of the cluster, or locally with --launcher joblib (or submitit_local: the same submitit "
+            "code path without the scheduler)")
 
 
 class Progress:
@@ -66,8 +84,7 @@ def _train(cfg: DictConfig) -> dict[str, Any]:
 def launch(missing: list[RunRequest], launcher: str, progress: Progress, max_workers: int | None = None,
            slurm: dict[str, Any] | None = None) -> None:
     """Train ``missing`` with ``launcher``; every finished run updates ``progress``."""
-    if launcher not in LAUNCHERS:
-        raise ValueError(f"launcher={launcher!r}; valid: {', '.join(LAUNCHERS)}")
+    check_launcher(launcher)
     if not missing:
         return
     if launcher == "inprocess":
@@ -80,7 +97,13 @@ def launch(missing: list[RunRequest], launcher: str, progress: Progress, max_wor
         cfgs = [_with_threads(r.cfg, threads) for r in missing]
         _report(_joblib_results(cfgs, workers), progress)
         return
-    _report(_submitit_results([r.cfg for r in missing], slurm or {}), progress)
+    if launcher == "submitit_local":
+        workers, threads = plan_workers(len(missing), cores(), max_workers)
+        print(f"[table {progress.key}] submitit local: {workers} job(s) at a time x {threads} thread(s)", flush=True)
+        cfgs = [_with_threads(r.cfg, threads) for r in missing]
+        _report(_submitit_results(cfgs, dict(slurm or {}), cluster="local", in_flight=workers), progress)
+        return
+    _report(_submitit_results([r.cfg for r in missing], dict(slurm or {}), cluster="slurm"), progress)
 
 
 def _report(results: Iterable[dict[str, Any]], progress: Progress) -> None:
@@ -96,22 +119,31 @@ def _joblib_results(cfgs: list[DictConfig], workers: int) -> Iterable[dict[str, 
         delayed(_train)(cfg) for cfg in cfgs)
 
 
-def _submitit_results(cfgs: list[DictConfig], slurm: dict[str, Any]) -> Iterable[dict[str, Any]]:
-    """One SLURM job array over the missing runs (``pip install -e '.[slurm]'``)."""
-    try:
-        import submitit
-    except ImportError as err:
-        raise ImportError("--launcher submitit_slurm needs submitit: pip install -e '.[slurm]'") from err
-    executor = submitit.AutoExecutor(folder=slurm.pop("folder", "results/submitit/%j"))
-    executor.update_parameters(**slurm)
-    jobs = executor.map_array(_train, cfgs)
-    waiting: list[Any] = list(jobs)
-    while waiting:
+def _submitit_results(cfgs: list[DictConfig], params: dict[str, Any], cluster: str,
+                      in_flight: int | None = None) -> Iterable[dict[str, Any]]:
+    """Each run as a submitit job on ``cluster`` (``slurm``: one job array; ``local``: at most ``in_flight``
+    subprocesses at a time, since the local executor would start them all at once); results as jobs finish. A job
+    that dies without a result (killed, out of memory) counts as ``failed``: its run record says where it stopped."""
+    import submitit
+
+    folder = params.pop("folder", str(Path(cfgs[0].paths.results_dir) / "submitit" / "%j"))  # job pickles and logs
+    executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
+    executor.update_parameters(**params)
+    queue = list(cfgs)
+    waiting: list[Any] = list(executor.map_array(_train, queue)) if cluster == "slurm" else []
+    if cluster == "slurm":
+        queue = []
+    while queue or waiting:
+        while queue and len(waiting) < (in_flight or len(queue)):
+            waiting.append(executor.submit(_train, queue.pop(0)))
         for job in [j for j in waiting if j.done()]:
             waiting.remove(job)
-            yield job.result()
-        time.sleep(5)
-
+            try:
+                yield job.result()
+            except Exception as err:  # submitit's UncompletedJobError / FailedJobError: the job's log has the rest
+                print(f"[submitit] job {job.job_id} ended without a result: {str(err).splitlines()[0]}", flush=True)
+                yield {"status": "failed"}
+        time.sleep(0.5 if cluster == "local" else 5)
 
 
 def finished_runs(name: str, budget: str, reqs: list[RunRequest], train_missing: bool, launcher: str,

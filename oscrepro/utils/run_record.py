@@ -20,18 +20,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 # Config keys that never influence the numbers a run produces.
 # task.optimizer.foreach: the multi-tensor AdamW gives bit-identical parameters to the per-tensor loop on CPU
 # (tests/unit/tasks/test_optimizer.py) and only changes speed; ignored, so records from before it keep their ids.
-IGNORED_KEYS: tuple[str, ...] = ("paths", "logger", "hydra", "tags", "table_name", "torch_threads",
+IGNORED_KEYS: tuple[str, ...] = ("paths", "logger", "hydra", "tags", "table_name", "torch_threads", "mechanism",
                                  "trainer.enable_progress_bar", "trainer.enable_model_summary",
                                  "task.optimizer.foreach")
 # Keys hashed only when they differ from their default: added to the configs after records existed, so a run at
 # the default keeps its id (trainer.precision=bf16-mixed is a different run; 32-true is the run it always was).
 DEFAULT_VALUES: dict[str, Any] = {"trainer.precision": "32-true", "data.time_stride": 1}
 FINISHED = ("ok", "diverged")
+MECHANISM_GROUP = "attention"  # the config group whose chosen name is the run's mechanism (wandb job_type)
 
 
 def _drop(d: dict, dotted: str, only_if: Any = ...) -> None:
@@ -41,6 +42,14 @@ def _drop(d: dict, dotted: str, only_if: Any = ...) -> None:
         d = d.get(p) or {}
     if isinstance(d, dict) and (only_if is ... or d.get(leaf, ...) == only_if):
         d.pop(leaf, None)
+
+
+def with_mechanism(cfg: DictConfig, choice: str | None) -> DictConfig:
+    """Set ``cfg.mechanism`` to the chosen attention config's name (``osciformer``, ``fqo_gain``: the name a user
+    types) for wandb's ``job_type``; in :data:`IGNORED_KEYS`, so it never changes a run id."""
+    with open_dict(cfg):
+        cfg.mechanism = choice
+    return cfg
 
 
 def hashed_payload(cfg: DictConfig) -> dict[str, Any]:

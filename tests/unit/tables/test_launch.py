@@ -47,7 +47,7 @@ def test_joblib_pool_trains_every_missing_run_of_a_table_once(tmp_path, capsys):
 
 
 def test_unknown_launcher_is_one_clear_error():
-    with pytest.raises(ValueError, match="launcher='slurm'; valid: inprocess, joblib, submitit_slurm"):
+    with pytest.raises(ValueError, match="launcher='slurm'; valid: inprocess, joblib, submitit_local, submitit_slurm"):
         launch([object()], "slurm", Progress("x", 1, 0))  # type: ignore[list-item]
 
 
@@ -72,3 +72,32 @@ def test_a_complete_table_has_no_incomplete_cells(tmp_path):
     assert incomplete_cells(csv_path) == []
     csv_path.write_text("row,column,n_failed,n_missing\nA,x,0,0\nB,x,1,0\n")
     assert incomplete_cells(csv_path) == ["B / x"]
+
+
+def test_submitit_slurm_without_a_cluster_is_one_message_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    """No ``sbatch`` on PATH: the build stops before planning, with one line, exit status non-zero."""
+    import shutil
+
+    from oscrepro import table as table_cli
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(SystemExit) as exit_info:
+        table_cli.main(["fqo/table2", "--budget", "smoke", "--launcher", "submitit_slurm", "--results-dir",
+                        str(tmp_path / "results")])
+    message = str(exit_info.value.code)
+    assert message.startswith("[table fqo/table2] --launcher submitit_slurm needs a SLURM cluster")
+    assert "\n" not in message and "joblib" in message
+    assert not (tmp_path / "results").exists() and "runs done" not in capsys.readouterr().out
+
+
+def test_submitit_local_builds_a_table_through_submitit_jobs(tmp_path, capsys):
+    """fqo/table2 at smoke through submitit's local executor: 3 jobs, at most 2 at a time, each with its own
+    submitit folder under <results>/submitit, and every run record ok."""
+    results = tmp_path / "results"
+    path = build_table("fqo/table2", budget="smoke", launcher="submitit_local", results_dir=results)
+    out = capsys.readouterr().out
+    assert "submitit local:" in out and "3/3 runs done" in out and "failed" not in out
+    runs = unique_runs(plan(load_spec("fqo/table2"), "smoke", [f"paths.results_dir={results}"]))
+    assert all(r.record.status()["status"] == "ok" for r in runs)
+    assert len(list((results / "submitit").glob("*/*_result.pkl"))) == 3
+    assert "Runs:** 3 ok" in path.read_text()

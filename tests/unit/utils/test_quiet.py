@@ -192,14 +192,16 @@ def test_idempotent_and_opt_out(monkeypatch):
     assert any(PYTREE in m for m in _warned(_pytree_leaf))
 
 
-@pytest.mark.parametrize("launcher", ["joblib", "joblib_2jobs"])
+@pytest.mark.parametrize("launcher", ["joblib", "joblib_2jobs", "submitit_slurm", "submitit_local", "slurm_gpu"])
 def test_launcher_configs_do_not_trigger_hydra_schema_matching(launcher):
     """A conf/hydra/launcher/<name>.yaml named like a plugin's ConfigStore node makes Hydra warn on every job."""
-    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
     with warnings.catch_warnings(record=True) as caught, initialize_config_dir(str(CONF), version_base="1.3"):
         cfg = compose("train", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
     assert not [str(w.message) for w in caught if "ConfigStore schema with the same name" in str(w.message)]
-    assert cfg.hydra.launcher.n_jobs == (2 if launcher == "joblib_2jobs" else -1)
+    if launcher.startswith("joblib"):
+        assert cfg.hydra.launcher.n_jobs == (2 if launcher == "joblib_2jobs" else -1)
+    if launcher == "slurm_gpu":  # ours extends the plugin's node: its schema, our GPU defaults
+        assert cfg.hydra.launcher._target_.endswith("SlurmLauncher") and cfg.hydra.launcher.gpus_per_node == 1
 
 
 def test_pytest_filters_mirror_quiet_filters_and_nothing_blanket():
