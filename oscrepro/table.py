@@ -22,7 +22,9 @@ from oscrepro.tables.aggregate import aggregate
 from oscrepro.tables.launch import LAUNCHERS, LauncherUnavailableError, Progress, check_launcher, launch
 from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import render_analysis_table, render_runs_table
-from oscrepro.tables.spec import BUDGETS, TableSpec, available_tables, load_spec
+from oscrepro.tables.compose import compose_run
+from oscrepro.tables.spec import BUDGETS, TableSpec, available_tables, config_groups, load_spec
+from oscrepro.utils.suggest import unknown_key_message
 
 log = logging.getLogger("oscrepro.table")
 
@@ -102,6 +104,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides applied to every run")
     args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.overrides:  # a misspelled key: one line with the closest valid key, before anything is planned
+        spec = load_spec(args.table)
+        if spec.kind != "analysis" and spec.rows and spec.columns:
+            first = spec.cell_overrides(0, spec.columns[0].name, args.budget, list(args.overrides))
+            message = unknown_key_message(first, compose_run, config_groups())
+            if message is not None:
+                raise SystemExit(f"[table {args.table}] {message}")
     try:
         path = build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir, args.workers,
                            args.variant)

@@ -232,5 +232,20 @@ def main(cfg: DictConfig) -> float | None:
     return result.get(objective) if objective else None
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """``python -m oscrepro.train``: a misspelled key is refused with the closest valid key (one line, nothing
+    written) before Hydra starts; then Hydra's own entry point."""
+    import sys
+
+    from oscrepro.tables.compose import compose_run
+    from oscrepro.tables.spec import config_groups
+    from oscrepro.utils.suggest import unknown_key_message
+
+    message = unknown_key_message(sys.argv[1:], compose_run, config_groups())
+    if message is not None:
+        raise SystemExit(f"oscrepro.train: {message}")
     main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -85,6 +85,11 @@ class TableSpec:
                 *row.overrides, *(o.format(**row.vars) for o in col.overrides), *extra]
 
 
+def config_groups(conf_dir: Path = CONF_DIR) -> tuple[str, ...]:
+    """The config group names (``experiment``, ``attention``, ``data``, ...): the folders of ``conf/``."""
+    return tuple(sorted(p.name for p in conf_dir.iterdir() if p.is_dir()))
+
+
 def available_tables(conf_dir: Path = CONF_DIR) -> list[str]:
     return sorted(str(p.relative_to(conf_dir / "table").with_suffix("")) for p in (conf_dir / "table").rglob("*.yaml"))
 
