@@ -19,10 +19,10 @@ from pathlib import Path
 from hydra.utils import get_method
 
 from oscrepro.tables.aggregate import aggregate
+from oscrepro.tables.compose import compose_run
 from oscrepro.tables.launch import LAUNCHERS, LauncherUnavailableError, Progress, check_launcher, launch
 from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import render_analysis_table, render_runs_table
-from oscrepro.tables.compose import compose_run
 from oscrepro.tables.spec import BUDGETS, TableSpec, available_tables, config_groups, load_spec
 from oscrepro.utils.suggest import unknown_key_message
 

@@ -9,9 +9,11 @@ from oscrepro.tables.compose import compose_run
 from oscrepro.utils.run_record import run_id, with_mechanism
 
 
-@pytest.mark.parametrize(("overrides", "name"), [(["experiment=fqo/sva"], "fqo"),
-                                                 (["experiment=fqo/sva", "attention=fqo_gain"], "fqo_gain"),
-                                                 (["experiment=osciformer/uea", "attention=contiformer"], "contiformer")])
+@pytest.mark.parametrize(("overrides", "name"), [
+    (["experiment=fqo/sva"], "fqo"),
+    (["experiment=fqo/sva", "attention=fqo_gain"], "fqo_gain"),
+    (["experiment=osciformer/uea", "attention=contiformer"], "contiformer"),
+])
 def test_wandb_job_type_is_the_attention_config_name(overrides, name):
     cfg = compose_run([*overrides, "budget=smoke", "logger=wandb"])
     assert cfg.mechanism == name
