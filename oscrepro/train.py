@@ -36,6 +36,7 @@ from oscrepro.utils import history
 from oscrepro.utils.callbacks import EPOCH_TIME, EpochCheckpoint, EpochWallClock
 from oscrepro.utils.provenance import provenance
 from oscrepro.utils.quiet import expected_on_resume, quiet_third_party
+from oscrepro.utils.resume import RngStateCheckpoint
 from oscrepro.utils.run_record import MECHANISM_GROUP, RunRecord, with_mechanism
 from oscrepro.utils.run_record import run_dir as run_dir_of
 from oscrepro.utils.validate import ConfigError, validate_config
@@ -124,11 +125,13 @@ def build(cfg: DictConfig) -> tuple[L.LightningDataModule, torch.nn.Module, L.Li
 
 
 def callbacks(run_dir: Path, wall_offset: float = 0.0) -> list[L.Callback]:
-    """The callbacks of every run: a checkpoint at each epoch end (resume), per-epoch wall clock."""
+    """The callbacks of every run: a checkpoint at each epoch end (resume), per-epoch wall clock, and what makes a
+    resume exact (the global RNG states in every checkpoint: oscrepro.utils.resume)."""
     # save_top_k=1 (no monitor: the newest epoch) so a checkpoint exists after every epoch; last.ckpt links to it.
     # (save_top_k=0 would write last.ckpt only when training ends: nothing to resume from.)
-    return [EpochCheckpoint(dirpath=str(run_dir / "checkpoints"), save_last="link", save_top_k=1),
-            EpochWallClock(offset_s=wall_offset)]
+    return [EpochCheckpoint(dirpath=str(run_dir / "checkpoints"), save_last="link", save_top_k=1,
+                            save_on_train_epoch_end=True),
+            EpochWallClock(offset_s=wall_offset), RngStateCheckpoint()]
 
 
 def selection_checkpoint(cfg: DictConfig, run_dir: Path) -> EpochCheckpoint | None:
@@ -163,6 +166,16 @@ def mid_epoch(ckpt_path: Path) -> bool:
     return bool(progress) and progress["current"]["completed"] > 0 and not progress.get("is_last_batch", False)
 
 
+def resumes_exactly(cfg: DictConfig, ckpt_path: Path) -> bool:
+    """Whether resuming from ``ckpt_path`` gives the uninterrupted run's result bit for bit: an epoch-end checkpoint
+    of a run validated at epoch ends (tests/integration/test_exact_resume.py). Not a mid-epoch checkpoint (records
+    from before epoch-end-only checkpoints), and not a run validated inside epochs (``val_check_interval`` in
+    steps or a fraction): Lightning restores such a run's loop one batch off at an epoch boundary (measured: the
+    resumed run logged the next epoch's first step under the previous epoch and diverged from the next step on)."""
+    interval = cfg.trainer.get("val_check_interval")
+    return not mid_epoch(ckpt_path) and (interval is None or (isinstance(interval, float) and interval == 1.0))
+
+
 def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
     """Train, test and record one run (the caller holds the run's lock)."""
     record.start(cfg, {"run_id": run_dir.name, "experiment": str(cfg.experiment_name), **provenance()})
@@ -174,9 +187,9 @@ def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
         ckpt_dir = run_dir / "checkpoints"
         last = ckpt_dir / "last.ckpt"
         wall_offset = 0.0
-        if last.exists() and mid_epoch(last):  # not resumable exactly: start the run again (module docstring)
-            log.warning("run %s: its checkpoint is mid-epoch and the data order is not resumable; training it again "
-                        "from the start so that the result equals an uninterrupted run's", run_dir.name)
+        if last.exists() and not resumes_exactly(cfg, last):  # start the run again (resumes_exactly)
+            log.warning("run %s: its checkpoint would not resume to the uninterrupted run's result (mid-epoch, or "
+                        "validation inside epochs); training it again from the start", run_dir.name)
             shutil.rmtree(ckpt_dir)
             shutil.rmtree(run_dir / "logs", ignore_errors=True)
         if last.exists():  # resume: keep the history logged up to the checkpoint (the CSV logger would delete it)

@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -62,9 +62,13 @@ def _whole_batch(batch: tuple) -> tuple:
 class LengthBucketSampler(Sampler[list[int]]):
     """Batches of equal-length items; order reshuffled each epoch from (seed, epoch) when ``shuffle``."""
 
-    def __init__(self, lengths: np.ndarray, batch_size: int, shuffle: bool, seed: int) -> None:
+    def __init__(self, lengths: np.ndarray, batch_size: int, shuffle: bool, seed: int,
+                 epoch_source: Callable[[], int | None] | None = None) -> None:
         self.lengths, self.batch_size, self.shuffle, self.seed = lengths, batch_size, shuffle, seed
         self.epoch = 0
+        # the trainer's epoch, when training: a resumed run then replays the uninterrupted run's order (a count of
+        # iterations restarts at 0 in the resumed process; oscrepro.utils.resume)
+        self.epoch_source = epoch_source
 
     def _batches(self) -> list[list[int]]:
         rng = np.random.default_rng([self.seed, self.epoch])
@@ -79,8 +83,11 @@ class LengthBucketSampler(Sampler[list[int]]):
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
+        epoch = self.epoch_source() if self.epoch_source is not None else None
+        if epoch is not None:
+            self.epoch = epoch
         batches = self._batches()
-        self.epoch += 1
+        self.epoch += 1  # without an epoch source (outside training): the next iteration is the next epoch
         return iter(batches)
 
     def __len__(self) -> int:
@@ -135,9 +142,16 @@ class SVADataModule(DataModuleBase):
         self.fingerprint = digest.hexdigest()[:FINGERPRINT_HEX]
         self.seq_len = max((int(ds.lengths.max()) for ds in self.splits.values() if len(ds)), default=None)  # T <= 8
 
+    def _trainer_epoch(self) -> int | None:
+        """The epoch whose batches the training loader is about to give. Not ``trainer.current_epoch``: a resumed
+        process creates its first iterator before Lightning counts the checkpoint's epoch as completed; the
+        processed-epochs count (what Lightning hands ``set_epoch``) is right in both cases."""
+        trainer = self.trainer  # set by Lightning while this module is attached to a Trainer
+        return None if trainer is None else int(trainer.fit_loop.epoch_progress.current.processed)
+
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         ds = self.splits[split]
-        sampler = LengthBucketSampler(ds.lengths, self.batch_size, shuffle, self.data_seed)
+        sampler = LengthBucketSampler(ds.lengths, self.batch_size, shuffle, self.data_seed, self._trainer_epoch)
         return DataLoader(ds, batch_sampler=sampler, collate_fn=_whole_batch)
 
     def train_dataloader(self) -> DataLoader:

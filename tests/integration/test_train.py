@@ -141,8 +141,9 @@ def test_interrupted_run_resumes_and_keeps_its_history(compose, results_dir, mon
 
 def test_run_interrupted_mid_epoch_restarts_and_equals_an_uninterrupted_run(compose, results_dir, tmp_path,
                                                                              monkeypatch):
-    """A step-based run killed after a mid-epoch validation checkpoint is trained again from the start (its loader
-    cannot resume the epoch's data order), so its result equals the uninterrupted run's exactly."""
+    """A step-based run validated mid-epoch (steps 2, 4) over 3-batch epochs, killed at step 3: checkpoints are
+    written at epoch ends only, never at the mid-epoch validation; Lightning would restore this run's loop one batch
+    off (train.resumes_exactly), so it trains again from the start and equals the uninterrupted run exactly."""
     import oscrepro.train as train_mod
     from oscrepro.utils.callbacks import EpochWallClock
 
@@ -157,8 +158,8 @@ def test_run_interrupted_mid_epoch_restarts_and_equals_an_uninterrupted_run(comp
     monkeypatch.setattr(train_mod, "EpochWallClock", CrashAfterCheckpoint)
     assert train(cfg)["status"] == "failed"
     rd = _record(cfg)
-    assert (rd / "checkpoints" / "last.ckpt").exists()
-    assert train_mod.mid_epoch(rd / "checkpoints" / "last.ckpt")
+    assert not train_mod.mid_epoch(rd / "checkpoints" / "last.ckpt")  # epoch 0's end, not step 2's validation
+    assert not train_mod.resumes_exactly(cfg, rd / "checkpoints" / "last.ckpt")
     (rd / "resumed").touch()
     result = train(cfg)
     assert result["status"] == "ok", json.loads((rd / "status.json").read_text()).get("reason")
@@ -171,6 +172,23 @@ def test_run_interrupted_mid_epoch_restarts_and_equals_an_uninterrupted_run(comp
     assert keys and all(result[k] == uninterrupted[k] for k in keys)
     steps = [int(r["step"]) for r in csv.DictReader(open(rd / "history.csv")) if r.get("train/loss_step")]
     assert steps == sorted(set(steps)), "the restarted run's history repeats steps"
+
+
+def test_a_legacy_mid_epoch_checkpoint_is_recognised(tmp_path):
+    """Records from before epoch-end-only checkpoints may hold a mid-epoch last.ckpt: train() discards it (the loaders
+    cannot resume inside an epoch) instead of resuming a run that would not equal the uninterrupted one."""
+    import torch
+
+    import oscrepro.train as train_mod
+
+    def ckpt(completed: int, last: bool) -> Path:
+        path = tmp_path / f"c{completed}{last}.ckpt"
+        progress = {"current": {"completed": completed}, "is_last_batch": last}
+        torch.save({"epoch": 0, "loops": {"fit_loop": {"epoch_loop.batch_progress": progress}}}, path)
+        return path
+
+    assert train_mod.mid_epoch(ckpt(3, False))
+    assert not train_mod.mid_epoch(ckpt(16, True)) and not train_mod.mid_epoch(ckpt(0, False))
 
 
 class _CodeRunningPayload:
