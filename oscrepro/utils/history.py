@@ -10,9 +10,11 @@ rows of the interrupted epoch after it are dropped, because the resumed run trai
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from oscrepro.utils.callbacks import WALL_COLUMN
+from oscrepro.utils.run_record import atomic_write_text
 
 PRIOR_NAME = "metrics.before_resume.csv"
 
@@ -25,11 +27,25 @@ def _read(path: Path) -> list[dict[str, str]]:
 
 
 def _write(path: Path, rows: list[dict[str, str]]) -> None:
+    """Atomically (a kill leaves the old file or the new one)."""
     keys = sorted({k for r in rows for k in r})
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=keys)
-        writer.writeheader()
-        writer.writerows(rows)
+    buf = io.StringIO(newline="")
+    writer = csv.DictWriter(buf, fieldnames=keys)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
+
+
+def _unique(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Rows in order, exact repeats dropped (a row is logged once; a repeat is the same row read from two files)."""
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    out = []
+    for r in rows:
+        key = tuple(sorted(r.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
 
 
 def set_aside(log_dir: Path, ckpt_epoch: int) -> float:
@@ -37,13 +53,16 @@ def set_aside(log_dir: Path, ckpt_epoch: int) -> float:
     epochs <= ``ckpt_epoch`` (the last completed epoch in the checkpoint). Returns the last ``time/wall_s`` kept
     (0.0 if none), the offset the resumed run's wall-clock continues from."""
     prior, current = log_dir / PRIOR_NAME, log_dir / "metrics.csv"
-    rows = [r for r in _read(prior) + _read(current) if r.get("epoch", "") != "" and int(r["epoch"]) <= ckpt_epoch]
+    rows = [r for r in _unique(_read(prior) + _read(current))
+            if r.get("epoch", "") != "" and int(r["epoch"]) <= ckpt_epoch]
+    if rows:
+        _write(prior, rows)  # first: a kill before the unlink below leaves the rows in both files, which the next
+    else:                    # set_aside reads once (_unique)
+        prior.unlink(missing_ok=True)
     if current.exists():
         current.unlink()
     if not rows:
-        prior.unlink(missing_ok=True)
         return 0.0
-    _write(prior, rows)
     walls = [float(r[WALL_COLUMN]) for r in rows if r.get(WALL_COLUMN)]
     return walls[-1] if walls else 0.0
 

@@ -15,6 +15,7 @@ import copy
 import fcntl
 import hashlib
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +43,14 @@ def _drop(d: dict, dotted: str, only_if: Any = ...) -> None:
         d = d.get(p) or {}
     if isinstance(d, dict) and (only_if is ... or d.get(leaf, ...) == only_if):
         d.pop(leaf, None)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: a temporary file beside it, then ``os.replace`` (a SIGKILL leaves the old
+    file or the new one, never half of one; scripts/chaos.py checks it)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def with_mechanism(cfg: DictConfig, choice: str | None) -> DictConfig:
@@ -112,13 +121,13 @@ class RunRecord:
 
     def start(self, cfg: DictConfig, extra: dict[str, Any]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        atomic_write_text(self.dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
         self._t0 = time.time()
         self._write_status({"status": "running", **extra})
 
     def finish(self, status: str, metrics: dict[str, Any], extra: dict[str, Any]) -> None:
         """Write metrics.json and the final status (``ok`` | ``diverged`` | ``failed``)."""
-        (self.dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, default=float))
+        atomic_write_text(self.dir / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True, default=float))
         wall = round(time.time() - getattr(self, "_t0", time.time()), 2)
         self._write_status({**self.status(), "status": status, "wall_time_s": wall, **extra})
 
@@ -127,6 +136,4 @@ class RunRecord:
         self._write_status({**self.status(), **extra})
 
     def _write_status(self, payload: dict[str, Any]) -> None:
-        tmp = self.status_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))
-        tmp.replace(self.status_path)
+        atomic_write_text(self.status_path, json.dumps(payload, indent=2, sort_keys=True, default=str))
