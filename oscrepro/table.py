@@ -64,6 +64,11 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
     cells = plan(spec, budget, extra)
     runs = unique_runs(cells)
     missing = [r for r in runs if not r.record.finished()]
+    if launcher in ("inprocess", "joblib") and any("ddp" in str(r.cfg.trainer.get("strategy", "")) for r in missing):
+        # Lightning's DDP launcher re-runs this process's command line once per extra rank: here, the table build
+        raise LauncherUnavailableError("trainer=ddp runs start one process per device by re-running the command "
+                                       "line; train them with `python -m oscrepro.train ... trainer=ddp`, then build "
+                                       "the table, which reads their records")
     progress = Progress(key, len(runs), len(runs) - len(missing))
     print(f"[table {key}] budget={budget}: {len(runs)} runs, {len(missing)} to train ({launcher})", flush=True)
     launch(missing, launcher, progress, max_workers=workers)

@@ -94,6 +94,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     quiet_third_party()  # here, not only in main: in-process table builds and joblib workers call train() too
     validate_config(cfg)  # one clear message, before a run id or a record exists
     run_dir = run_dir_of(cfg)
+    if process_rank() != 0:  # a DDP worker process: rank 0 owns the record, its lock and the history
+        return _run(cfg, None, run_dir)
     record = RunRecord(run_dir)
     if record.finished():
         log.info("run %s already finished (%s): skipped", run_dir, record.status()["status"])
@@ -176,42 +178,66 @@ def resumes_exactly(cfg: DictConfig, ckpt_path: Path) -> bool:
     return not mid_epoch(ckpt_path) and (interval is None or (isinstance(interval, float) and interval == 1.0))
 
 
-def _run(cfg: DictConfig, record: RunRecord, run_dir: Path) -> dict[str, Any]:
-    """Train, test and record one run (the caller holds the run's lock)."""
+def process_rank() -> int:
+    """This process's global rank in a multi-process launch, else 0: Lightning's DDP launcher re-runs the command
+    with ``LOCAL_RANK`` / ``NODE_RANK`` set, torchrun sets ``RANK``, SLURM ``SLURM_PROCID`` (per task)."""
+    for var in ("RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK"):
+        value = os.environ.get(var, "")
+        if value.isdigit() and int(value) != 0:
+            return int(value)
+    return 0
+
+
+def _fit_and_test(cfg: DictConfig, run_dir: Path, rank0: bool, loggers: list[Logger]
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Build, fit (resuming from an exact checkpoint) and test one run: (metrics, record extras); ``loggers`` gets
+    the run's loggers (the caller finishes them, also after an error). Rank 0 alone prepares the run dir (drops a
+    checkpoint that would not resume exactly, sets the history aside) before ``fit`` starts the other ranks."""
+    datamodule, model, task = build(cfg)
+    ckpt_dir = run_dir / "checkpoints"
+    last = ckpt_dir / "last.ckpt"
+    wall_offset = 0.0
+    if rank0 and last.exists() and not resumes_exactly(cfg, last):  # start the run again (resumes_exactly)
+        log.warning("run %s: its checkpoint would not resume to the uninterrupted run's result (mid-epoch, or "
+                    "validation inside epochs); training it again from the start", run_dir.name)
+        shutil.rmtree(ckpt_dir)
+        shutil.rmtree(run_dir / "logs", ignore_errors=True)
+    if rank0 and last.exists():  # resume: keep the history logged up to the checkpoint (the CSV logger deletes it)
+        ckpt_epoch = int(read_checkpoint(last)["epoch"])
+        wall_offset = history.set_aside(run_dir / "logs", ckpt_epoch)
+        log.info("resuming %s after epoch %d", run_dir.name, ckpt_epoch)
+    loggers.extend(_loggers(cfg, run_dir))
+    best = selection_checkpoint(cfg, run_dir)
+    trainer = make_trainer(cfg, task, logger=loggers, default_root_dir=str(run_dir),
+                           callbacks=callbacks(run_dir, wall_offset) + ([best] if best else []))
+    with expected_on_resume(last.exists()):  # Lightning's "dir exists and is not empty": our own checkpoint
+        trainer.fit(task, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
+    val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(("val/", EPOCH_TIME))}
+    selected = {}
+    if best is not None:  # test the best validation epoch's weights (read by Lightning with weights_only)
+        selected = {"select/epoch": int(read_checkpoint(Path(best.best_model_path))["epoch"]),
+                    "select/score": float(best.best_model_score)}
+    test = trainer.test(task, datamodule=datamodule, verbose=False,
+                        ckpt_path=best.best_model_path if best is not None else None)[0]
+    metrics = {**val, **{k: float(v) for k, v in test.items()}, **selected,
+               "n_params": sum(p.numel() for p in model.parameters()), "epochs": trainer.current_epoch}
+    if trainer.world_size > 1:
+        metrics["world_size"] = trainer.world_size
+    extra = {"data_source": datamodule.source, "data_fingerprint": datamodule.fingerprint}
+    return metrics, extra
+
+
+def _run(cfg: DictConfig, record: RunRecord | None, run_dir: Path) -> dict[str, Any]:
+    """Train, test and record one run (the caller holds the run's lock). ``record=None``: a DDP worker (rank > 0)
+    that trains and tests in step with rank 0 and writes nothing; its errors propagate (rank 0 records the run)."""
+    if record is None:
+        return {**_fit_and_test(cfg, run_dir, rank0=False, loggers=[])[0], "status": "ok"}
     record.start(cfg, {"run_id": run_dir.name, "experiment": str(cfg.experiment_name), **provenance()})
     t0 = time.time()
     loggers: list[Logger] = []
     status, metrics, extra = "failed", {}, {}
     try:
-        datamodule, model, task = build(cfg)
-        ckpt_dir = run_dir / "checkpoints"
-        last = ckpt_dir / "last.ckpt"
-        wall_offset = 0.0
-        if last.exists() and not resumes_exactly(cfg, last):  # start the run again (resumes_exactly)
-            log.warning("run %s: its checkpoint would not resume to the uninterrupted run's result (mid-epoch, or "
-                        "validation inside epochs); training it again from the start", run_dir.name)
-            shutil.rmtree(ckpt_dir)
-            shutil.rmtree(run_dir / "logs", ignore_errors=True)
-        if last.exists():  # resume: keep the history logged up to the checkpoint (the CSV logger would delete it)
-            ckpt_epoch = int(read_checkpoint(last)["epoch"])
-            wall_offset = history.set_aside(run_dir / "logs", ckpt_epoch)
-            log.info("resuming %s after epoch %d", run_dir.name, ckpt_epoch)
-        loggers = _loggers(cfg, run_dir)
-        best = selection_checkpoint(cfg, run_dir)
-        trainer = make_trainer(cfg, task, logger=loggers, default_root_dir=str(run_dir),
-                               callbacks=callbacks(run_dir, wall_offset) + ([best] if best else []))
-        with expected_on_resume(last.exists()):  # Lightning's "dir exists and is not empty": our own checkpoint
-            trainer.fit(task, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
-        val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(("val/", EPOCH_TIME))}
-        selected = {}
-        if best is not None:  # test the best validation epoch's weights (read by Lightning with weights_only)
-            selected = {"select/epoch": int(read_checkpoint(Path(best.best_model_path))["epoch"]),
-                        "select/score": float(best.best_model_score)}
-        test = trainer.test(task, datamodule=datamodule, verbose=False,
-                            ckpt_path=best.best_model_path if best is not None else None)[0]
-        metrics = {**val, **{k: float(v) for k, v in test.items()}, **selected,
-                   "n_params": sum(p.numel() for p in model.parameters()), "epochs": trainer.current_epoch}
-        extra = {"data_source": datamodule.source, "data_fingerprint": datamodule.fingerprint}
+        metrics, extra = _fit_and_test(cfg, run_dir, rank0=True, loggers=loggers)
         status = "ok"
     except DivergedError as err:
         status, metrics = "diverged", {"diverged_epoch": err.epoch, "diverged_step": err.step}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from oscrepro.data import sva
 from oscrepro.data.base import FINGERPRINT_HEX, DataModuleBase
@@ -31,8 +31,9 @@ class SVADataset(Dataset):
 
     META = ("subject_idx", "distractor_idx", "hard", "invariant_subject")
 
-    def __init__(self, examples: list[SVAExample]) -> None:
+    def __init__(self, examples: list[SVAExample], order_seed: int = 0) -> None:
         self.examples = examples
+        self.order_seed = order_seed  # the batch order's seed (data_seed), for LengthBucketSampler under DDP
         self.lengths = np.array([len(e.ids) for e in examples])
         t_max = int(self.lengths.max()) if len(examples) else 0
         padded = [list(e.ids) + [0] * (t_max - len(e.ids)) for e in examples]
@@ -60,30 +61,59 @@ def _whole_batch(batch: tuple) -> tuple:
 
 
 class LengthBucketSampler(Sampler[list[int]]):
-    """Batches of equal-length items; order reshuffled each epoch from (seed, epoch) when ``shuffle``."""
+    """Batches of equal-length items; order reshuffled each epoch from (seed, epoch) when ``shuffle``.
 
-    def __init__(self, lengths: np.ndarray, batch_size: int, shuffle: bool, seed: int,
-                 epoch_source: Callable[[], int | None] | None = None) -> None:
+    Multi-process training (``trainer=ddp``): Lightning rebuilds a loader's batch sampler around a
+    ``DistributedSampler`` as ``cls(sampler, batch_size=..., drop_last=...)`` (the ``BatchSampler`` API, which
+    :meth:`__init__` also accepts). Then every rank builds the same global batches of ``batch_size x world`` items
+    from ``(seed, epoch)`` (the batches a single process with that batch size gets) and takes its slice of each
+    when training (``np.array_split``: sizes differ by at most one; BaseTask.shard_weight makes the gradient the
+    global batch's); evaluation takes whole batches round-robin (its metrics gather every rank's samples). A global
+    training batch smaller than the world (one sentence left in a bucket, 2 ranks) is skipped: a rank cannot step
+    on nothing while the others wait for it.
+    """
+
+    def __init__(self, lengths: np.ndarray | Sampler, batch_size: int, shuffle: bool = False, seed: int = 0,
+                 epoch_source: Callable[[], int | None] | None = None, drop_last: bool = False) -> None:
+        self.shard: tuple[int, int] | None = None  # (rank, world) in multi-process training
+        self.sampler = lengths if isinstance(lengths, DistributedSampler) else None
+        if self.sampler is not None:  # rebuilt by Lightning for DDP (class docstring)
+            ds = self.sampler.dataset
+            lengths, shuffle, seed = ds.lengths, self.sampler.shuffle, ds.order_seed
+            self.shard = (self.sampler.rank, self.sampler.num_replicas)
         self.lengths, self.batch_size, self.shuffle, self.seed = lengths, batch_size, shuffle, seed
+        self.drop_last = drop_last  # the BatchSampler API's; never drops
         self.epoch = 0
         # the trainer's epoch, when training: a resumed run then replays the uninterrupted run's order (a count of
         # iterations restarts at 0 in the resumed process; oscrepro.utils.resume)
         self.epoch_source = epoch_source
 
-    def _batches(self) -> list[list[int]]:
+    def _global_batches(self) -> list[list[int]]:
+        size = self.batch_size * (self.shard[1] if self.shard else 1)
         rng = np.random.default_rng([self.seed, self.epoch])
         batches: list[list[int]] = []
         for length in np.unique(self.lengths):
             idx = np.flatnonzero(self.lengths == length)
             if self.shuffle:
                 idx = rng.permutation(idx)
-            batches += [idx[k : k + self.batch_size].tolist() for k in range(0, len(idx), self.batch_size)]
+            batches += [idx[k : k + size].tolist() for k in range(0, len(idx), size)]
         if self.shuffle:
             batches = [batches[k] for k in rng.permutation(len(batches))]
         return batches
 
+    def _batches(self) -> list[list[int]]:
+        batches = self._global_batches()
+        if self.shard is None:
+            return batches
+        rank, world = self.shard
+        if not self.shuffle:  # evaluation: whole batches, round-robin
+            return batches[rank::world]
+        return [np.array_split(np.asarray(b), world)[rank].tolist() for b in batches if len(b) >= world]
+
     def __iter__(self) -> Iterator[list[int]]:
         epoch = self.epoch_source() if self.epoch_source is not None else None
+        if self.sampler is not None:  # Lightning sets the DistributedSampler's epoch
+            epoch = self.sampler.epoch
         if epoch is not None:
             self.epoch = epoch
         batches = self._batches()
@@ -135,7 +165,7 @@ class SVADataModule(DataModuleBase):
         sizes = {"train": self.n_train, "val": self.n_val, "test": self.n_test}
         for k, (name, n) in enumerate(sizes.items()):  # disjoint seed streams per split
             seed = int(np.random.SeedSequence([self.data_seed, k]).generate_state(1)[0])
-            self.splits[name] = SVADataset(generate_cached(n, seed))
+            self.splits[name] = SVADataset(generate_cached(n, seed), order_seed=self.data_seed)
         digest = hashlib.sha256()
         for ds in self.splits.values():
             digest.update(repr([e.ids + (e.label,) for e in ds.examples]).encode())

@@ -79,7 +79,8 @@ class BaseTask(L.LightningModule):
         loss = self.check_finite(self.loss(batch))
         self.log_train_loss(loss, self.batch_size(batch))
         acc = self.accumulate_grad_batches
-        self.manual_backward(loss / acc if acc > 1 else loss)
+        objective = loss * self.shard_weight(batch) if self.trainer.world_size > 1 else loss
+        self.manual_backward(objective / acc if acc > 1 else objective)
         if acc == 1 or (batch_idx + 1) % acc == 0 or self.trainer.is_last_batch:
             opt = self.optimizers()
             if self.gradient_clip_val:
@@ -90,6 +91,26 @@ class BaseTask(L.LightningModule):
             if self.scheduler_interval == "step" and self.scheduler_factory is not None:
                 self.lr_schedulers().step()
         return loss.detach()
+
+    def shard_weight(self, batch: Any) -> Tensor:
+        """Multi-process training: this rank's share of the global batch times the world size, so that DDP's mean
+        of the ranks' gradients is the gradient of the global batch's mean loss even when the ranks' slices differ
+        in size (a length bucket's last batch). One all-reduce of the local batch size per step."""
+        n_local = torch.tensor(float(self.batch_size(batch)), device=self.device)
+        n_global = self.trainer.strategy.reduce(n_local.clone(), reduce_op="sum")
+        return n_local * self.trainer.world_size / n_global
+
+    def gather_samples(self, values: Tensor) -> Tensor:
+        """Per-sample ``values`` (n, ...) of every rank concatenated (ranks may hold different n); itself on one
+        process. Evaluation metrics computed from the gathered samples equal the single-process ones."""
+        if self.trainer.world_size == 1:
+            return values
+        n = torch.tensor([len(values)], device=values.device)
+        sizes = self.all_gather(n).reshape(-1).tolist()  # (world,)
+        padded = torch.zeros((max(sizes), *values.shape[1:]), dtype=values.dtype, device=values.device)
+        padded[: len(values)] = values
+        every = self.all_gather(padded)  # (world, max n, ...)
+        return torch.cat([every[r, :k] for r, k in enumerate(sizes)])
 
     def on_train_epoch_start(self) -> None:
         self._loss_sum, self._loss_n = torch.zeros(()), 0

@@ -66,7 +66,7 @@ class ClassificationTask(BaseTask):
         self._eval_step(batch, "test")
 
     def _flush(self, split: str) -> None:
-        s = {k: torch.cat(v) for k, v in self._acc.items()}
+        s = {k: self.gather_samples(torch.cat(v)) for k, v in self._acc.items()}  # every rank's samples
         self._acc.clear()
         if f"{split}/correct" not in s:
             return

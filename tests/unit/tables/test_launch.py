@@ -101,3 +101,12 @@ def test_submitit_local_builds_a_table_through_submitit_jobs(tmp_path, capsys):
     assert all(r.record.status()["status"] == "ok" for r in runs)
     assert len(list((results / "submitit").glob("*/*_result.pkl"))) == 3
     assert "Runs:** 3 ok" in path.read_text()
+
+
+def test_ddp_runs_are_refused_by_in_process_launchers(tmp_path):
+    """Lightning's DDP launcher re-runs the command line per rank: inside a table build that would be the build."""
+    from oscrepro.tables.launch import LauncherUnavailableError
+
+    with pytest.raises(LauncherUnavailableError, match="python -m oscrepro.train ... trainer=ddp"):
+        build_table("fqo/table2", budget="smoke", extra=["trainer=ddp"], results_dir=tmp_path / "r")
+    assert not (tmp_path / "r" / "runs").exists()
