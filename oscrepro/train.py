@@ -31,6 +31,8 @@ from lightning.pytorch.loggers import CSVLogger, Logger
 from omegaconf import DictConfig, OmegaConf
 
 from oscrepro.data.base import model_dims
+from oscrepro.data.integrity import NOT_VERIFIED, DataIntegrityError, instantiate_data, verifying
+from oscrepro.data.paths import DatasetNotFoundError
 from oscrepro.tasks.base import DivergedError
 from oscrepro.utils import history
 from oscrepro.utils.callbacks import EPOCH_TIME, EpochCheckpoint, EpochWallClock
@@ -95,19 +97,36 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     validate_config(cfg)  # one clear message, before a run id or a record exists
     run_dir = run_dir_of(cfg)
     if process_rank() != 0:  # a DDP worker process: rank 0 owns the record, its lock and the history
-        return _run(cfg, None, run_dir)
+        return _run(cfg, None, run_dir, build(cfg))
     record = RunRecord(run_dir)
     if record.finished():
         log.info("run %s already finished (%s): skipped", run_dir, record.status()["status"])
         return {**record.metrics(), "status": record.status()["status"]}
+    built = _build_or_error(cfg)  # a missing or corrupted dataset is refused here, before anything is written
     with record.lock() as waited:  # one process trains a run at a time; a second one waits, then reads it
         if waited and record.finished():
             log.info("run %s finished by another process (%s)", run_dir, record.status()["status"])
             return {**record.metrics(), "status": record.status()["status"]}
-        return _run(cfg, record, run_dir)
+        return _run(cfg, record, run_dir, built)
 
 
-def build(cfg: DictConfig) -> tuple[L.LightningDataModule, torch.nn.Module, L.LightningModule]:
+REFUSALS = (DataIntegrityError, DatasetNotFoundError)  # bad input: one message, no run record
+
+
+def _build_or_error(cfg: DictConfig) -> Built | Exception:
+    """:func:`build`, or the error it raised (recorded by :func:`_run` as a failed run); refusals propagate."""
+    try:
+        return build(cfg)
+    except REFUSALS:
+        raise
+    except Exception as err:  # noqa: BLE001 -- recorded with its traceback by _run
+        return err
+
+
+Built = tuple[L.LightningDataModule, torch.nn.Module, L.LightningModule]
+
+
+def build(cfg: DictConfig) -> Built:
     """Threads, seed, then data module (set up for fit), model (with the data's dims) and task, as every run does.
     A model with ``set_data_statistics(datamodule)`` reads the training-set statistics it standardises with here,
     once (they are buffers: ``load_run`` restores them from the checkpoint).
@@ -118,8 +137,11 @@ def build(cfg: DictConfig) -> tuple[L.LightningDataModule, torch.nn.Module, L.Li
         torch.set_num_threads(int(cfg.torch_threads))
     if cfg.seed is not None:  # seed 0 is a seed
         L.seed_everything(int(cfg.seed), workers=True)
-    datamodule = instantiate(cfg.data)
-    datamodule.setup("fit")
+    datamodule, verify = instantiate_data(cfg.data)
+    with verifying(verify):  # a corrupted copy of a published dataset is refused here (oscrepro.data.integrity)
+        datamodule.setup("fit")
+    if not verify:
+        datamodule.source = f"{datamodule.source} ({NOT_VERIFIED})"
     model = instantiate(cfg.model, **model_dims(datamodule))
     if hasattr(model, "set_data_statistics"):  # inputs standardised by training-set statistics (osciformer App. E.3)
         model.set_data_statistics(datamodule)
@@ -188,12 +210,14 @@ def process_rank() -> int:
     return 0
 
 
-def _fit_and_test(cfg: DictConfig, run_dir: Path, rank0: bool, loggers: list[Logger]
+def _fit_and_test(cfg: DictConfig, run_dir: Path, rank0: bool, loggers: list[Logger], built: Built | Exception
                   ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Build, fit (resuming from an exact checkpoint) and test one run: (metrics, record extras); ``loggers`` gets
     the run's loggers (the caller finishes them, also after an error). Rank 0 alone prepares the run dir (drops a
     checkpoint that would not resume exactly, sets the history aside) before ``fit`` starts the other ranks."""
-    datamodule, model, task = build(cfg)
+    if isinstance(built, Exception):
+        raise built
+    datamodule, model, task = built
     ckpt_dir = run_dir / "checkpoints"
     last = ckpt_dir / "last.ckpt"
     wall_offset = 0.0
@@ -227,17 +251,17 @@ def _fit_and_test(cfg: DictConfig, run_dir: Path, rank0: bool, loggers: list[Log
     return metrics, extra
 
 
-def _run(cfg: DictConfig, record: RunRecord | None, run_dir: Path) -> dict[str, Any]:
+def _run(cfg: DictConfig, record: RunRecord | None, run_dir: Path, built: Built | Exception) -> dict[str, Any]:
     """Train, test and record one run (the caller holds the run's lock). ``record=None``: a DDP worker (rank > 0)
     that trains and tests in step with rank 0 and writes nothing; its errors propagate (rank 0 records the run)."""
     if record is None:
-        return {**_fit_and_test(cfg, run_dir, rank0=False, loggers=[])[0], "status": "ok"}
+        return {**_fit_and_test(cfg, run_dir, rank0=False, loggers=[], built=built)[0], "status": "ok"}
     record.start(cfg, {"run_id": run_dir.name, "experiment": str(cfg.experiment_name), **provenance()})
     t0 = time.time()
     loggers: list[Logger] = []
     status, metrics, extra = "failed", {}, {}
     try:
-        metrics, extra = _fit_and_test(cfg, run_dir, rank0=True, loggers=loggers)
+        metrics, extra = _fit_and_test(cfg, run_dir, rank0=True, loggers=loggers, built=built)
         status = "ok"
     except DivergedError as err:
         status, metrics = "diverged", {"diverged_epoch": err.epoch, "diverged_step": err.step}
@@ -262,7 +286,7 @@ def main(cfg: DictConfig) -> float | None:
         with_mechanism(cfg, HydraConfig.get().runtime.choices.get(MECHANISM_GROUP))
     try:
         result = train(cfg)
-    except ConfigError as err:
+    except (ConfigError, *REFUSALS) as err:
         raise SystemExit(str(err)) from None
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     if result["status"] == "failed" and not multirun:

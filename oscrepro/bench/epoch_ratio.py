@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.utils import instantiate
 
 from oscrepro.bench.harness import device_line, emit
 from oscrepro.bench.loop import bare_step_s
+from oscrepro.data.integrity import instantiate_data
 from oscrepro.tables.runs import compose_run
 from oscrepro.utils.quiet import quiet_third_party
 
@@ -59,7 +59,7 @@ def measure(experiment: str, budget: str, mechanisms: list[str], extra: list[str
 
 def batches_per_epoch(cfg: Any) -> int:
     """Training batches of one epoch of the run ``cfg`` describes (its data module's loader, after any limit)."""
-    dm = instantiate(cfg.data)
+    dm = instantiate_data(cfg.data)[0]
     dm.setup("fit")
     n = len(dm.train_dataloader())
     limit = cfg.trainer.get("limit_train_batches")

@@ -11,7 +11,8 @@ editing any file changes it.
 
 Per-file digests are cached by ``(absolute path, size, mtime_ns)``: in memory for the process and in a JSON file
 under :func:`oscrepro.data.paths.cache_dir` across processes, so that a 10 MB corpus (or 1,500 wavs) is hashed
-once, not on every run. A file whose size or mtime changed is rehashed.
+once, not on every run. A file whose size or mtime changed is rehashed. Inside
+:func:`oscrepro.data.integrity.verifying` every digest is also checked against the published one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from oscrepro.data.integrity import check as check_published
 from oscrepro.data.paths import cache_dir
 
 FINGERPRINT_HEX = 16
@@ -84,6 +86,7 @@ def cached_file_digests(paths: list[Path], cache_override: str | os.PathLike[str
                 disk[ap] = list(hit)
                 dirty = True
             _memory[ap] = hit
+        check_published(Path(ap), hit[0], hit[2])  # inside integrity.verifying(): refuse a corrupted copy
         out.append(hit[2])
     if dirty and disk is not None:
         _store_disk_cache(disk_path, disk)

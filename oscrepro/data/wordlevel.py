@@ -294,6 +294,13 @@ class WordLMDataModule(DataModuleBase):
             files = self._files(cand) if cand.is_dir() else None
             if files is not None:
                 return cand, files, False
+            partial = {s: n for s, n in self.spec.files.items() if not any((cand / x).exists() for x in n)}
+            if cand.is_dir() and len(partial) < len(self.spec.files):  # a copy with a split missing: not skipped
+                missing = "; ".join(f"{s} split (one of {', '.join(n)})" for s, n in partial.items())
+                raise missing_dataset_error(
+                    self.spec.dir_name, [cand],
+                    f"  - {cand} has the other splits but no {missing}: copy the whole dataset again (the copy "
+                    "found first is used, so a damaged copy is not passed over for another one)")
         name, config = self.spec.hub
         how = (
             f"  - files: {dict((s, list(n)) for s, n in self.spec.files.items())}\n"

@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 from torch import Tensor, nn
 
 from oscrepro.data.base import model_dims
+from oscrepro.data.integrity import instantiate_data
 from oscrepro.tables.runs import RunNotUsableError, model_state_dict
 from oscrepro.utils.run_record import RunRecord
 
@@ -70,7 +71,7 @@ def pretrained_backbone(run_dir: str | Path, *, checkpoint: str = "last", vocab_
         raise RunNotUsableError(f"pretrained run {rdir} has status {status!r}, not 'ok'")
     cfg = OmegaConf.load(rdir / "config.yaml")
     if vocab_size is None:
-        dm = instantiate(cfg.data)
+        dm = instantiate_data(cfg.data)[0]
         dm.setup("fit")
         dims = model_dims(dm)
     else:

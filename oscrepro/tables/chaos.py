@@ -1,6 +1,7 @@
 """Chaos test of the table engine: SIGKILL a table build at random moments, let it finish, compare.
 
-    python -m oscrepro.tables.chaos --kills 20 --out results/chaos/fqo_table2_smoke.md
+    python -m oscrepro.tables.chaos --kills 24 --out results/chaos/fqo_table2_smoke.md \
+        trainer.max_epochs=6 trainer.limit_train_batches=8
 
 1. Builds the table once, uninterrupted, into its own results dir (the reference), timing it.
 2. Rounds, until ``--kills`` kills were made: a fresh results dir; the same build started as its own process group
@@ -40,7 +41,8 @@ class ChaosReport:
     table: str
     budget: str
     reference_s: float
-    kills: list[tuple[int, float, int]] = field(default_factory=list)  # (round, seconds after start, ok records)
+    # (round, seconds after start, finished records, records killed while running after an epoch checkpoint)
+    kills: list[tuple[int, float, int, int]] = field(default_factory=list)
     half_written: list[str] = field(default_factory=list)
     rounds_equal: list[bool] = field(default_factory=list)
     resumed_runs: int = 0  # runs that went on from a checkpoint of a killed attempt (their history was set aside)
@@ -56,8 +58,11 @@ class ChaosReport:
                  f"- **Final table equal to the uninterrupted build:** "
                  f"{sum(self.rounds_equal)}/{len(self.rounds_equal)} rounds",
                  f"- **Runs resumed from a killed attempt's checkpoint:** {self.resumed_runs}", "",
-                 "| round | kill at (s) | finished runs at the kill |", "|---|---|---|"]
-        lines += [f"| {r} | {d:.1f} | {n} |" for r, d, n in self.kills]
+                 f"- **Kills that hit a run after its first epoch checkpoint:** "
+                 f"{sum(1 for k in self.kills if k[3])}", "",
+                 "| round | kill at (s) | finished runs at the kill | running runs with a checkpoint |",
+                 "|---|---|---|---|"]
+        lines += [f"| {r} | {d:.1f} | {n} | {c} |" for r, d, n, c in self.kills]
         return "\n".join(lines) + "\n"
 
     @property
@@ -113,6 +118,11 @@ def _finished(runs_dir: Path) -> int:
     return sum(json.loads(p.read_text()).get("status") in ("ok", "diverged") for p in runs_dir.rglob("status.json"))
 
 
+def _running_with_checkpoint(runs_dir: Path) -> int:
+    return sum(json.loads(p.read_text()).get("status") == "running"
+               and (p.parent / "checkpoints" / "last.ckpt").exists() for p in runs_dir.rglob("status.json"))
+
+
 def run_chaos(table: str = "fqo/table2", budget: str = "smoke", kills: int = 20, seed: int = 0,
               launcher: str = "joblib", extra: list[str] | None = None, min_delay: float = 0.5,
               workdir: Path | None = None) -> ChaosReport:
@@ -141,7 +151,8 @@ def run_chaos(table: str = "fqo/table2", budget: str = "smoke", kills: int = 20,
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-                report.kills.append((rnd, time.time() - start, _finished(results / "runs")))
+                runs = results / "runs"
+                report.kills.append((rnd, time.time() - start, _finished(runs), _running_with_checkpoint(runs)))
                 report.half_written += half_written(results / "runs")
                 print(f"[chaos] kill {len(report.kills)}/{kills} (round {rnd}) at {time.time() - start:.1f} s",
                       flush=True)

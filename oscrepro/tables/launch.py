@@ -76,9 +76,15 @@ def _with_threads(cfg: DictConfig, threads: int) -> DictConfig:
 
 
 def _train(cfg: DictConfig) -> dict[str, Any]:
-    from oscrepro.train import train  # imported in the worker
+    """One run; a refused one (missing or corrupted data: nothing written) is reported in one line and counted as
+    failed, so the build goes on and exits non-zero."""
+    from oscrepro.train import REFUSALS, train  # imported in the worker
 
-    return train(cfg)
+    try:
+        return train(cfg)
+    except REFUSALS as err:
+        print(f"[run refused] {err}", flush=True)
+        return {"status": "failed"}
 
 
 def launch(missing: list[RunRequest], launcher: str, progress: Progress, max_workers: int | None = None,

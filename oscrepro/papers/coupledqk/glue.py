@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from oscrepro.data.integrity import instantiate_data
 from oscrepro.data.paths import DatasetNotFoundError
 from oscrepro.tables.launch import Progress, launch
 from oscrepro.tables.runs import RunRequest, find_record, source_runs
@@ -66,7 +66,7 @@ def _probe_data(cfg: Any) -> tuple[str | None, str]:
     """(None, data source text), or (why the task cannot run, None) when its data is not on disk: the run's data
     module set up once."""
     try:
-        dm = instantiate(cfg.data)
+        dm = instantiate_data(cfg.data)[0]
         dm.setup("fit")
     except DatasetNotFoundError as err:
         return " ".join(line.strip() for line in str(err).splitlines()), None

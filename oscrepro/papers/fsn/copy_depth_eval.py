@@ -43,10 +43,10 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
+from oscrepro.data.integrity import instantiate_data
 from oscrepro.papers.fsn.copy_depth import (
     DEPTH_BINS,
     BinMargin,
@@ -158,7 +158,7 @@ def copy_depth_battery(ref_dirs: list[Path], families: dict[str, list[Path]], mo
         if data_key(OmegaConf.load(Path(path) / "config.yaml")) != key:
             raise ValueError(f"{path} was trained/evaluated on other data than the reference {refs[0]} "
                              "(App. C: every model is evaluated on identical tokens)")
-    datamodule = instantiate(ref0.data)
+    datamodule = instantiate_data(ref0.data)[0]
     datamodule.setup("fit")
     sl = eval_slices(datamodule, n_standard, n_enriched, cap)
     parts = ("standard", "enriched")
