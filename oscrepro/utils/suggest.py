@@ -52,7 +52,7 @@ def closest_keys(key: str, cfg: DictConfig, n: int = 3, groups: tuple[str, ...] 
     return close[:n]
 
 
-def _one_value_each(overrides: list[str]) -> list[str]:
+def one_value_each(overrides: list[str]) -> list[str]:
     """Sweep overrides (``seed=0,1,2``) reduced to their first value, so that the sweep composes once."""
     parser = OverridesParser.create()
     out = []
@@ -74,7 +74,7 @@ def unknown_key_message(overrides: list[str], compose: Composer, groups: tuple[s
     """None if ``overrides`` compose (or fail for another reason); else one message naming the unknown key, the
     closest valid keys (``groups``: the config group names, e.g. ``experiment``) and how to add a new key."""
     overrides = [o for o in overrides if "=" in o and not o.startswith("-")]  # not hydra's flags (-m, -cn x)
-    single = _one_value_each(overrides)
+    single = one_value_each(overrides)
     try:
         compose(single)
         return None
