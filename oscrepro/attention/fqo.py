@@ -33,8 +33,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from oscrepro.attention.base import AttentionBase, Aux, causal_mask, merge_heads, split_heads
+from oscrepro.attention.fqo_tiled import fqo_tiled
 
 MODES = ("fixed_point", "random_positions", "zero_attention")
+TILED_MIN_T = 512  # auto: the tiled path from this length on (shorter: the plain path, as every recorded run)
 NORM_EPS = 1e-8  # App. B: F.normalize(h, dim=-1, eps=1e-8)
 
 
@@ -63,13 +65,19 @@ class FixedQueryOscillatorAttention(AttentionBase):
         layer_idx: int = 0,
         mode: str = "fixed_point",
         freeze_value: bool = False,
+        tiled: bool | None = None,
+        tile_elems: int = 1 << 20,
     ) -> None:
+        """tiled: the row-block kernel of ``fqo_tiled`` (no (T, T) tensor stored) for Eqs. (2)-(6); None = from
+        ``TILED_MIN_T`` tokens on, where it pays (results/bench/fqo_tiled.md). Only the paper's mechanism (mode
+        ``fixed_point``, this class's hooks) has it; need_weights always takes the plain path."""
         super().__init__(d_model, n_heads, layer_idx)
         if mode not in MODES:
             raise ValueError(f"mode={mode!r}; valid modes: {', '.join(MODES)}")
         if d_osc < 2 or p < 1:
             raise ValueError(f"need d_osc >= 2 and p >= 1, got d_osc={d_osc}, p={p}")
         self.d_osc, self.p, self.mode = d_osc, float(p), mode
+        self.tiled, self.tile_elems = tiled, int(tile_elems)
         self.f_proj = nn.Linear(d_model, d_model)  # F, all heads (query-like)
         self.g_proj = nn.Linear(d_model, d_model)  # G, all heads (key-like)
         self.anchor_proj = nn.Linear(d_model, n_heads * d_osc)  # A: token content -> anchor direction
@@ -108,9 +116,23 @@ class FixedQueryOscillatorAttention(AttentionBase):
             z = self.fixed_point(h)  # Eq. (4)
         return h, z, z @ r.transpose(-2, -1)
 
+    def uses_tiled(self, t: int, need_weights: bool = False) -> bool:
+        """Whether a length-``t`` forward takes the tiled kernel (``tiled``; the hooks must be this class's)."""
+        base = FixedQueryOscillatorAttention
+        own = all(getattr(getattr(self, name), "__func__", None) is getattr(base, name)
+                  for name in ("coupling", "coupling_scores", "settle", "fixed_point", "anchors"))
+        wanted = self.tiled if self.tiled is not None else t >= TILED_MIN_T
+        return wanted and own and self.mode == "fixed_point" and not need_weights
+
     def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
                 need_weights: bool = False) -> tuple[Tensor, Aux]:
         b, t, _ = x.shape
+        if self.uses_tiled(t, need_weights):  # Eqs. (2)-(6) in row blocks (fqo_tiled), same maths
+            f = split_heads(self.f_proj(x), self.n_heads)  # (B, H, T, Dh)
+            g = split_heads(self.g_proj(x), self.n_heads)  # (B, H, T, Dh)
+            v = split_heads(self.v_proj(x), self.n_heads)  # (B, H, T, Dh)
+            o = fqo_tiled(f, g, self.anchors(x), v, self.p, causal, self.tile_elems)  # (B, H, T, Dh)
+            return self.out(merge_heads(o)), {}
         mask = causal_mask(t, x.device) if causal else None  # (T, T) True = visible
         v = split_heads(self.v_proj(x), self.n_heads)  # (B, H, T, Dh)
         r = self.anchors(x)  # (B, H, T, N)

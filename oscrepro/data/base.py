@@ -2,7 +2,7 @@
 
 A data module is a ``LightningDataModule`` built by Hydra from ``conf/data/<dataset>.yaml`` and used as
 
-    dm = instantiate(cfg.data)
+    dm, verify = instantiate_data(cfg.data)                  # without data.verify (oscrepro.data.integrity)
     dm.setup("fit")                                          # load / generate, split, fingerprint
     model = instantiate(cfg.model, **model_dims(dm))         # the backbone is sized by the data
     trainer.fit(task, datamodule=dm)                         # train_dataloader / val_dataloader

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -109,8 +110,6 @@ def instantiate_data(data_cfg: Any) -> tuple[Any, bool]:
 def build_manifest(shared: Path) -> dict[str, dict[str, list]]:
     """From the shared copies: every file whose recomputed sha256 appears in its folder's SOURCE.md, MANIFEST.txt or
     SHA256SUMS (the provider's published digests)."""
-    from oscrepro.data.fingerprint import file_sha256
-
     out: dict[str, dict[str, list]] = {}
     for folder in sorted(p for p in shared.iterdir() if p.is_dir()):
         text = " ".join(f.read_text(errors="replace") for f in folder.glob("*")
@@ -120,7 +119,7 @@ def build_manifest(shared: Path) -> dict[str, dict[str, list]]:
         for f in sorted(p for p in folder.rglob("*") if p.is_file()):
             if f.name in ("SOURCE.md", "MANIFEST.txt", "SHA256SUMS") or not published_digests:
                 continue
-            digest = file_sha256(f)
+            digest = hashlib.sha256(f.read_bytes()).hexdigest()
             if digest in published_digests:
                 entries[f.relative_to(folder).as_posix()] = [f.stat().st_size, digest]
         if entries:

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
 from oscrepro.data.base import model_dims
+from oscrepro.data.integrity import instantiate_data
 from oscrepro.tables.compose import CKPT_NAME, RunNotUsableError, compose_run
 from oscrepro.tables.recover import recover_checkpoint, recovered_note
 from oscrepro.tables.spec import CONF_DIR, SpecError, load_spec
@@ -224,7 +225,7 @@ def load_run(path: str | Path, *, require_ok: bool = True, datamodule: Any | Non
         raise RunNotUsableError(f"run {rdir} has status {status.get('status', 'missing')!r}, not 'ok'")
     cfg = OmegaConf.load(rdir / "config.yaml")
     if datamodule is None:
-        datamodule = instantiate(OmegaConf.merge(cfg.data, dict(data_overrides or {})))
+        datamodule = instantiate_data(OmegaConf.merge(cfg.data, dict(data_overrides or {})))[0]
         datamodule.setup("fit")
     model = instantiate(cfg.model, **model_dims(datamodule))
     model.load_state_dict(model_state_dict(ckpt, map_location))

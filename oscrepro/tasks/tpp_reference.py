@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.utils import instantiate
 
+from oscrepro.data.integrity import instantiate_data
 from oscrepro.tasks.tpp_likelihood import log_likelihood, reduce_ll
 
 
@@ -76,7 +76,7 @@ def reference_notes(spec: Any, cells: Any, out_dir: Path, budget: str, results_d
         if key in done:  # the LL / acc / RMSE columns of one set share its data
             continue
         done.add(key)
-        dm = instantiate(data_cfg)
+        dm = instantiate_data(data_cfg)[0]
         dm.setup("test")
         r = history_free_reference(dm)
         ll = r["ll_seq"] if ll_convention == "sequence_mean" else r["ll_event"]

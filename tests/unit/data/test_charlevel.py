@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from oscrepro.data import paths
@@ -23,6 +22,7 @@ from oscrepro.data.charlevel import (
     build_code_subset,
     encode_code,
 )
+from oscrepro.data.integrity import instantiate_data
 from oscrepro.data.paths import DATA_DIR_ENV, DatasetNotFoundError
 from tests.helpers.shared_data import require_shared
 
@@ -169,6 +169,6 @@ def test_python_code_standin() -> None:
 def test_configs_instantiate(name: str) -> None:
     cfg = OmegaConf.load(ROOT / "conf" / "data" / f"{name}.yaml")
     cfg.data_dir = None  # ${paths.data_dir} resolves only inside the full train config
-    dm = instantiate(cfg)
+    dm = instantiate_data(cfg)[0]
     assert (dm.seq_len, dm.train_stride, dm.eval_stride, dm.batch_size) == (256, 64, 128, 64)
     assert dm.max_chars is None

@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hydra.utils import instantiate
 
 from oscrepro.data import paths
 from oscrepro.data.events import PAPER_ONLY, EventDataModule, crop, load_nhp_pickle
@@ -36,6 +35,7 @@ from oscrepro.data.events_sources import (
     simulate_hawkes,
     to_nhp_records,
 )
+from oscrepro.data.integrity import instantiate_data
 from tests.helpers.shared_data import require_shared
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "events"
@@ -371,7 +371,7 @@ def test_paper_set_loads_user_supplied_pickles(tmp_path: Path) -> None:
 
 
 def test_configs_compose_and_instantiate(compose) -> None:  # noqa: ANN001 (conftest fixture)
-    built = {name: instantiate(compose([f"data={name}", "budget=paper"]).data)
+    built = {name: instantiate_data(compose([f"data={name}", "budget=paper"]).data)[0]
              for name in ("tpp_bookorder", "tpp_stackoverflow", "tpp_hawkes")}
     assert [dm.name for dm in built.values()] == ["bookorder", "stackoverflow", "hawkes"]
     assert all(isinstance(dm, EventDataModule) for dm in built.values())
