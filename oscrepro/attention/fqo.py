@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from oscrepro.attention.base import AttentionBase, Aux, causal_mask, merge_heads, split_heads
-from oscrepro.attention.fqo_tiled import fqo_tiled
+from oscrepro.attention.fqo_tiled import tiled_with_fallback
 
 MODES = ("fixed_point", "random_positions", "zero_attention")
 TILED_MIN_T = 512  # auto: the tiled path from this length on (shorter: the plain path, as every recorded run)
@@ -67,17 +67,19 @@ class FixedQueryOscillatorAttention(AttentionBase):
         freeze_value: bool = False,
         tiled: bool | None = None,
         tile_elems: int = 1 << 20,
+        compile_min_elems: int | None = 1 << 24,
     ) -> None:
         """tiled: the row-block kernel of ``fqo_tiled`` (no (T, T) tensor stored) for Eqs. (2)-(6); None = from
         ``TILED_MIN_T`` tokens on, where it pays (results/bench/fqo_tiled.md). Only the paper's mechanism (mode
-        ``fixed_point``, this class's hooks) has it; need_weights always takes the plain path."""
+        ``fixed_point``, this class's hooks) has it; need_weights always takes the plain path. compile_min_elems:
+        the tiled blocks go through ``torch.compile`` once B*H*T^2 reaches it (None: never; eager on failure)."""
         super().__init__(d_model, n_heads, layer_idx)
         if mode not in MODES:
             raise ValueError(f"mode={mode!r}; valid modes: {', '.join(MODES)}")
         if d_osc < 2 or p < 1:
             raise ValueError(f"need d_osc >= 2 and p >= 1, got d_osc={d_osc}, p={p}")
         self.d_osc, self.p, self.mode = d_osc, float(p), mode
-        self.tiled, self.tile_elems = tiled, int(tile_elems)
+        self.tiled, self.tile_elems, self.compile_min_elems = tiled, int(tile_elems), compile_min_elems
         self.f_proj = nn.Linear(d_model, d_model)  # F, all heads (query-like)
         self.g_proj = nn.Linear(d_model, d_model)  # G, all heads (key-like)
         self.anchor_proj = nn.Linear(d_model, n_heads * d_osc)  # A: token content -> anchor direction
@@ -131,7 +133,8 @@ class FixedQueryOscillatorAttention(AttentionBase):
             f = split_heads(self.f_proj(x), self.n_heads)  # (B, H, T, Dh)
             g = split_heads(self.g_proj(x), self.n_heads)  # (B, H, T, Dh)
             v = split_heads(self.v_proj(x), self.n_heads)  # (B, H, T, Dh)
-            o = fqo_tiled(f, g, self.anchors(x), v, self.p, causal, self.tile_elems)  # (B, H, T, Dh)
+            big = self.compile_min_elems is not None and b * self.n_heads * t * t >= self.compile_min_elems
+            o = tiled_with_fallback(f, g, self.anchors(x), v, self.p, causal, self.tile_elems, big)  # (B,H,T,Dh)
             return self.out(merge_heads(o)), {}
         mask = causal_mask(t, x.device) if causal else None  # (T, T) True = visible
         v = split_heads(self.v_proj(x), self.n_heads)  # (B, H, T, Dh)

@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import math
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from oscrepro.attention.base import AttentionBase, Aux, merge_heads, split_heads
+from oscrepro.attention.compiled import CompiledPair
 from oscrepro.attention.ssa_reference import order_parameter, ssa_reference
 
 _EXP_FLOOR = 80.0  # J = exp(-min(alpha Delta^2, 80)) >= 1.8e-35 stays a normal float32 (module docstring)
@@ -97,23 +97,13 @@ def sync_backward_kernel(gram: Tensor, q_row: Tensor, q_col: Tensor, r: Tensor, 
     return e, m * j * s, e.sum(-1), e.sum(-2), coupling * gaj, (-gj * d2 * j).sum(-1), r * gaj
 
 
-_COMPILED: dict[str, Callable | bool] = {}
+_KERNELS = CompiledPair("SSA", sync_forward_kernel, sync_backward_kernel)  # full-size tiles compiled
 
 
 def _compile_scope(compiled: bool) -> contextlib.AbstractContextManager:
     """Allow one static compile per tile shape and variant (mask, top-k) across every N of a process:
     dynamo's default of 8 per function is hit by a sweep over N (it then silently runs eagerly)."""
     return torch._dynamo.config.patch(recompile_limit=64) if compiled else contextlib.nullcontext()
-
-
-def _kernels(compiled: bool) -> tuple[Callable, Callable]:
-    """Forward/backward elementwise kernels, eager or ``torch.compile``d once per process (static shapes)."""
-    if not compiled:
-        return sync_forward_kernel, sync_backward_kernel
-    if "fwd" not in _COMPILED:
-        _COMPILED["fwd"] = torch.compile(sync_forward_kernel, dynamic=False)
-        _COMPILED["bwd"] = torch.compile(sync_backward_kernel, dynamic=False)
-    return _COMPILED["fwd"], _COMPILED["bwd"]
 
 
 def _topk_keep(p: Tensor, top_k: int | None) -> Tensor | None:
@@ -193,7 +183,7 @@ class _TiledSSA(torch.autograd.Function):
                 num = torch.zeros_like(v3[hs, qs])  # (G_t, I, d_v) sum_j S_ij v_j of this row block
                 zsum = 0.0
                 for ks, masked, full in keys:
-                    fwd, _ = _kernels(compiled and full)  # edge tiles run eagerly: no recompile per odd shape
+                    fwd, _ = _KERNELS.get(compiled and full)  # edge tiles run eagerly: no recompile per odd shape
                     gram = _bmm_into(buf, w[hs, qs], w[hs, ks].transpose(1, 2))  # (G_t, I, M) omega_i . omega_j
                     p, zc = fwd(*_tile_inputs(gram, q, r2, a1, coupling, hs, qs, ks, masked), eps, sync_eps)
                     keep = _topk_keep(p, top_k)  # top-k tiles span whole key rows
@@ -227,7 +217,7 @@ class _TiledSSA(torch.autograd.Function):
                 row_sums = w.new_zeros(4, *gw_rows.shape[:2])  # sum_j E_ij, dL/dr, dL/dalpha, dL/dK partials
                 kw = (delta[hs, qs].contiguous(), z[hs, qs].contiguous(), eps, sync_eps)
                 for ks, masked, full in keys:
-                    fwd, bwd = _kernels(compiled and full)
+                    fwd, bwd = _KERNELS.get(compiled and full)
                     gram = _bmm_into(buf_g, w[hs, qs], w[hs, ks].transpose(1, 2))  # (G_t, I, M)
                     kin = _tile_inputs(gram, q, r2, a1, coupling, hs, qs, ks, masked)
                     keep = _topk_keep(fwd(*kin, eps, sync_eps)[0], top_k) if top_k is not None else None
@@ -306,20 +296,12 @@ class SelectiveSynchronizationAttention(AttentionBase):
             kw = dict(causal=causal, top_k=self.top_k, eps=self.eps, sync_eps=self.sync_eps, block=self.block,
                       tile_elems=self.tile_elems)
             big = self.compile_min_elems is not None and b * self.n_heads * n * n >= self.compile_min_elems
-            if big and not _compile_broken():
+            if big and not _KERNELS.broken:
                 try:
                     y = ssa_fast(omega, v, r, alpha, coupling, compiled=True, **kw)
                 except Exception as err:  # noqa: BLE001 - any compile backend failure means "use eager"
-                    _compile_broken(err)
+                    _KERNELS.mark_broken(err)
                     y = ssa_fast(omega, v, r, alpha, coupling, **kw)
             else:
                 y = ssa_fast(omega, v, r, alpha, coupling, **kw)
         return self.out(merge_heads(y)), aux
-
-
-def _compile_broken(err: Exception | None = None) -> bool:
-    """Record (with one warning) that torch.compile failed here; afterwards the eager kernels are used."""
-    if err is not None and not _COMPILED.get("broken"):
-        warnings.warn(f"SSA: torch.compile failed ({err!r}); falling back to eager kernels", stacklevel=3)
-        _COMPILED["broken"] = True
-    return bool(_COMPILED.get("broken"))

@@ -50,3 +50,18 @@ def test_auto_selection_and_where_the_plain_path_stays():
     assert not CouplingGainOscillatorAttention(24, 3).uses_tiled(4096)  # an App. C variant overrides a hook
     m.fixed_point = lambda h: h  # ODE inference swaps the fixed point on the instance
     assert not m.uses_tiled(4096)
+
+
+def test_compiled_blocks_equal_the_eager_blocks():
+    """torch.compile'd full-size blocks (one compile, ~15 s here) give the eager kernel's values and gradients."""
+    from oscrepro.attention.fqo_tiled import fqo_tiled
+
+    torch.manual_seed(0)
+    f, g, v = (torch.randn(2, 2, 64, 16, requires_grad=True) for _ in range(3))
+    r = torch.nn.functional.normalize(torch.randn(2, 2, 64, 2), dim=-1).requires_grad_(True)
+    grads = []
+    for compiled in (False, True):
+        out = fqo_tiled(f, g, r, v, 1.0, True, tile_elems=64 * 32, compiled=compiled)  # 2 blocks of 32 rows
+        grads.append((out, *torch.autograd.grad(out.square().sum(), (f, g, r, v))))
+    for eager, comp in zip(*grads, strict=True):
+        torch.testing.assert_close(comp, eager, rtol=1e-4, atol=1e-5)

@@ -1,0 +1,37 @@
+"""A forward / backward kernel pair run eagerly or through ``torch.compile``, shared by the tiled mechanisms.
+
+The tiled kernels (SSA, fqo) call their per-tile functions either eagerly or compiled. Compilation uses static
+shapes and happens once per process; only full-size tiles are compiled, so there is one compile per tile shape
+and variant. If compiling fails once (no compiler on the machine, a backend bug), the kernel warns once and runs
+eagerly from then on: the same maths, only slower.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import torch
+
+
+class CompiledPair:
+    """(forward, backward) kernels, eager or compiled on first use (module docstring)."""
+
+    def __init__(self, name: str, forward: Callable, backward: Callable) -> None:
+        self.name, self.eager = name, (forward, backward)
+        self._compiled: tuple[Callable, Callable] | None = None
+        self.broken = False
+
+    def get(self, compiled: bool) -> tuple[Callable, Callable]:
+        """The eager pair, or the compiled one (built once, ``dynamic=False``)."""
+        if not compiled or self.broken:
+            return self.eager
+        if self._compiled is None:
+            self._compiled = tuple(torch.compile(fn, dynamic=False) for fn in self.eager)  # type: ignore[assignment]
+        return self._compiled
+
+    def mark_broken(self, err: Exception) -> None:
+        """Record that compiling failed here (one warning); afterwards :meth:`get` returns the eager pair."""
+        if not self.broken:
+            warnings.warn(f"{self.name}: torch.compile failed ({err!r}); falling back to eager kernels", stacklevel=3)
+        self.broken = True
