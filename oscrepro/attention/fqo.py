@@ -36,7 +36,8 @@ from oscrepro.attention.base import AttentionBase, Aux, causal_mask, merge_heads
 from oscrepro.attention.fqo_tiled import tiled_with_fallback
 
 MODES = ("fixed_point", "random_positions", "zero_attention")
-TILED_MIN_T = 512  # auto: the tiled path from this length on (shorter: the plain path, as every recorded run)
+TILED_MIN_ELEMS = 1 << 23  # auto: the tiled (compiled) path once B*H*T^2 reaches it (smaller: the plain path, as
+#                            every recorded run; results/bench/fqo_tiled.md: eager tiles do not pay, compiled ones do)
 NORM_EPS = 1e-8  # App. B: F.normalize(h, dim=-1, eps=1e-8)
 
 
@@ -67,12 +68,13 @@ class FixedQueryOscillatorAttention(AttentionBase):
         freeze_value: bool = False,
         tiled: bool | None = None,
         tile_elems: int = 1 << 20,
-        compile_min_elems: int | None = 1 << 24,
+        compile_min_elems: int | None = TILED_MIN_ELEMS,
     ) -> None:
-        """tiled: the row-block kernel of ``fqo_tiled`` (no (T, T) tensor stored) for Eqs. (2)-(6); None = from
-        ``TILED_MIN_T`` tokens on, where it pays (results/bench/fqo_tiled.md). Only the paper's mechanism (mode
-        ``fixed_point``, this class's hooks) has it; need_weights always takes the plain path. compile_min_elems:
-        the tiled blocks go through ``torch.compile`` once B*H*T^2 reaches it (None: never; eager on failure)."""
+        """tiled: the row-block kernel of ``fqo_tiled`` (no (T, T) tensor stored) for Eqs. (2)-(6); None = once
+        B*H*T^2 reaches ``TILED_MIN_ELEMS``, where it pays (results/bench/fqo_tiled.md). Only the paper's mechanism
+        (mode ``fixed_point``, this class's hooks) has it; need_weights always takes the plain path.
+        compile_min_elems: the tiled blocks go through ``torch.compile`` once B*H*T^2 reaches it (None: never;
+        eager on failure)."""
         super().__init__(d_model, n_heads, layer_idx)
         if mode not in MODES:
             raise ValueError(f"mode={mode!r}; valid modes: {', '.join(MODES)}")
@@ -118,18 +120,18 @@ class FixedQueryOscillatorAttention(AttentionBase):
             z = self.fixed_point(h)  # Eq. (4)
         return h, z, z @ r.transpose(-2, -1)
 
-    def uses_tiled(self, t: int, need_weights: bool = False) -> bool:
-        """Whether a length-``t`` forward takes the tiled kernel (``tiled``; the hooks must be this class's)."""
+    def uses_tiled(self, b: int, t: int, need_weights: bool = False) -> bool:
+        """Whether a (``b``, ``t``) forward takes the tiled kernel (``tiled``; the hooks must be this class's)."""
         base = FixedQueryOscillatorAttention
         own = all(getattr(getattr(self, name), "__func__", None) is getattr(base, name)
                   for name in ("coupling", "coupling_scores", "settle", "fixed_point", "anchors"))
-        wanted = self.tiled if self.tiled is not None else t >= TILED_MIN_T
+        wanted = self.tiled if self.tiled is not None else b * self.n_heads * t * t >= TILED_MIN_ELEMS
         return wanted and own and self.mode == "fixed_point" and not need_weights
 
     def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
                 need_weights: bool = False) -> tuple[Tensor, Aux]:
         b, t, _ = x.shape
-        if self.uses_tiled(t, need_weights):  # Eqs. (2)-(6) in row blocks (fqo_tiled), same maths
+        if self.uses_tiled(b, t, need_weights):  # Eqs. (2)-(6) in row blocks (fqo_tiled), same maths
             f = split_heads(self.f_proj(x), self.n_heads)  # (B, H, T, Dh)
             g = split_heads(self.g_proj(x), self.n_heads)  # (B, H, T, Dh)
             v = split_heads(self.v_proj(x), self.n_heads)  # (B, H, T, Dh)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from oscrepro.attention.fqo import TILED_MIN_T, FixedQueryOscillatorAttention
+from oscrepro.attention.fqo import TILED_MIN_ELEMS, FixedQueryOscillatorAttention
 from oscrepro.attention.fqo_gain import CouplingGainOscillatorAttention
 
 
@@ -43,13 +43,14 @@ def test_tiled_is_causal_by_gradient():
 
 
 def test_auto_selection_and_where_the_plain_path_stays():
-    m = FixedQueryOscillatorAttention(24, 3)
-    assert not m.uses_tiled(TILED_MIN_T - 1) and m.uses_tiled(TILED_MIN_T)
-    assert not m.uses_tiled(TILED_MIN_T, need_weights=True)  # the full matrices come from the reference path
-    assert not FixedQueryOscillatorAttention(24, 3, mode="random_positions").uses_tiled(4096)
-    assert not CouplingGainOscillatorAttention(24, 3).uses_tiled(4096)  # an App. C variant overrides a hook
+    m = FixedQueryOscillatorAttention(32, 8)  # 8 heads: B = 4, T = 512 is the first tiled size
+    assert TILED_MIN_ELEMS == 4 * 8 * 512 * 512
+    assert not m.uses_tiled(4, 511) and m.uses_tiled(4, 512) and not m.uses_tiled(1, 512)
+    assert not m.uses_tiled(4, 512, need_weights=True)  # the full matrices come from the reference path
+    assert not FixedQueryOscillatorAttention(32, 8, mode="random_positions").uses_tiled(4, 4096)
+    assert not CouplingGainOscillatorAttention(32, 8).uses_tiled(4, 4096)  # an App. C variant overrides a hook
     m.fixed_point = lambda h: h  # ODE inference swaps the fixed point on the instance
-    assert not m.uses_tiled(4096)
+    assert not m.uses_tiled(4, 4096)
 
 
 def test_compiled_blocks_equal_the_eager_blocks():
