@@ -302,17 +302,12 @@ def cli() -> None:
 
     from oscrepro.tables.compose import compose_run
     from oscrepro.tables.spec import config_groups
-    from oscrepro.utils.suggest import one_value_each, unknown_key_message
+    from oscrepro.utils.suggest import compose_checked
 
-    overrides = sys.argv[1:]
-    message = unknown_key_message(overrides, compose_run, config_groups())
+    cfg, message = compose_checked(sys.argv[1:], compose_run, config_groups())  # composed once, here
     if message is not None:
         raise SystemExit(f"oscrepro.train: {message}")
-    try:  # bad values: one message before Hydra creates its output dir (a sweep's first job; each job checks too)
-        cfg = compose_run(one_value_each([o for o in overrides if "=" in o and not o.startswith("-")]))
-    except Exception:  # noqa: BLE001 -- Hydra reports composition errors itself, below
-        cfg = None
-    if cfg is not None:
+    if cfg is not None:  # bad values: one message before Hydra creates its output dir (each sweep job checks too)
         try:
             validate_config(cfg)
         except ConfigError as err:

@@ -135,10 +135,10 @@ def _submitit_results(cfgs: list[DictConfig], params: dict[str, Any], cluster: s
     folder = params.pop("folder", str(Path(cfgs[0].paths.results_dir) / "submitit" / "%j"))  # job pickles and logs
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
     executor.update_parameters(**params)
-    queue = list(cfgs)
-    waiting: list[Any] = list(executor.map_array(_train, queue)) if cluster == "slurm" else []
     if cluster == "slurm":
-        queue = []
+        queue, waiting = [], list(executor.map_array(_train, cfgs))  # one job array, SLURM schedules it
+    else:
+        queue, waiting = list(cfgs), []
     while queue or waiting:
         while queue and len(waiting) < (in_flight or len(queue)):
             waiting.append(executor.submit(_train, queue.pop(0)))

@@ -70,20 +70,21 @@ def one_value_each(overrides: list[str]) -> list[str]:
     return out
 
 
-def unknown_key_message(overrides: list[str], compose: Composer, groups: tuple[str, ...] = ()) -> str | None:
-    """None if ``overrides`` compose (or fail for another reason); else one message naming the unknown key, the
-    closest valid keys (``groups``: the config group names, e.g. ``experiment``) and how to add a new key."""
+def compose_checked(overrides: list[str], compose: Composer, groups: tuple[str, ...] = ()
+                    ) -> tuple[DictConfig | None, str | None]:
+    """Compose ``overrides`` once (a sweep on its first values): ``(config, None)``; ``(None, message)`` when Hydra
+    names an unknown key (the message: the key, the closest valid keys, ``groups`` being the config group names,
+    and how to add a new key); ``(None, None)`` on any other failure, which Hydra reports itself."""
     overrides = [o for o in overrides if "=" in o and not o.startswith("-")]  # not hydra's flags (-m, -cn x)
     single = one_value_each(overrides)
     try:
-        compose(single)
-        return None
+        return compose(single), None
     except Exception as err:  # noqa: BLE001 -- only Hydra's unknown-key refusal is ours to explain
         if not isinstance(err, ConfigCompositionException):
-            return None
+            return None, None
         match = UNKNOWN_KEY.search(str(err)) or UNKNOWN_KEY.search(str(err.__cause__ or ""))
         if match is None:
-            return None
+            return None, None
         key = match.group(1) or match.group(2)
     rest = [o for o in single if o.split("=", 1)[0].lstrip("+~") != key]
     try:
@@ -94,5 +95,10 @@ def unknown_key_message(overrides: list[str], compose: Composer, groups: tuple[s
     add = f"; to add it as a new key: +{hint[0]}" if hint else ""
     close = closest_keys(key, cfg, groups=groups) if cfg is not None else []
     if close:
-        return f"unknown config key '{key}': did you mean {' or '.join(repr(c) for c in close)}?{add}"
-    return f"unknown config key '{key}' (no valid key is close to it){add}"
+        return None, f"unknown config key '{key}': did you mean {' or '.join(repr(c) for c in close)}?{add}"
+    return None, f"unknown config key '{key}' (no valid key is close to it){add}"
+
+
+def unknown_key_message(overrides: list[str], compose: Composer, groups: tuple[str, ...] = ()) -> str | None:
+    """The unknown-key message of :func:`compose_checked`, or None."""
+    return compose_checked(overrides, compose, groups)[1]
