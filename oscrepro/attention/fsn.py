@@ -21,13 +21,12 @@ w1 = sigmoid(1.5) ~ 0.82 (successor field) and w0 = 1 - sigmoid(1.5) ~ 0.18 (pre
 0; every imaginary part ~ N(0, 0.05^2) (fsn §2.3). Choice: with ``delay=False`` the present first harmonic starts
 at 1 (the base layer), since the successor share has nowhere to go.
 
-Fast path (:class:`FusedKernel`): the N harmonics and the present + successor fields are folded into one value
-tensor of 2Nk real columns before the single quadratic aggregation (fsn App. B), aggregated in query chunks (causal
-chunks skip keys in the future), with one hand-written backward for harmonics -> field -> strict softmax
-aggregation -> projection (measured ~20 % faster per training step than autograd through the same ops).
-``need_weights=True`` runs the same computation through plain autograd (:func:`harmonics`, :func:`kernel_field`,
-:func:`~oscrepro.attention.kuramoto.attend`) and returns the weights; :func:`fsn_reference` is the plain
-complex-number evaluation of Eq. 2 from its definition; the tests compare all three, outputs and gradients.
+Fast path (:mod:`oscrepro.attention.fsn_fused`): the N harmonics and the present + successor fields are folded
+into one value tensor of 2Nk real columns before the single quadratic aggregation (fsn App. B), with a hand-written
+backward and compiled elementwise stages. ``need_weights=True`` runs the same computation through plain autograd
+(:func:`harmonics`, :func:`kernel_field`, :func:`~oscrepro.attention.kuramoto.attend`) and returns the weights;
+:func:`fsn_reference` is the plain complex-number evaluation of Eq. 2 from its definition; the tests compare all
+three, outputs and gradients.
 
 Outside a causal model (``causal=False``) the attended sum runs over u != t and the last position has no
 successor (its z_{T} is taken as 0): a choice, the paper only defines the causal case. Complex arithmetic needs
@@ -42,6 +41,7 @@ import torch
 from torch import Tensor, nn
 
 from oscrepro.attention.base import Aux, at_least_fp32, fp32_only
+from oscrepro.attention.fsn_fused import fused_kernel, use_compiled
 from oscrepro.attention.kuramoto import (
     KuramotoAttention,
     PhaseGates,
@@ -50,8 +50,6 @@ from oscrepro.attention.kuramoto import (
     per_coordinate,
     phasors,
     reference_weights,
-    strict_backward,
-    strict_forward,
     to_heads,
 )
 
@@ -72,62 +70,6 @@ def kernel_field(zn: Tensor, w: Tensor, delay: bool) -> Tensor:
     return v
 
 
-def _harmonics_into(z: Tensor, n_harmonics: int) -> Tensor:
-    """No-autograd :func:`harmonics` writing the powers straight into one buffer (no stack copy)."""
-    zn = z.new_empty(*z.shape[:2], n_harmonics, z.shape[2])
-    zn[:, :, 0] = z
-    for n in range(1, n_harmonics):
-        torch.mul(zn[:, :, n - 1], z, out=zn[:, :, n])
-    return zn
-
-
-class FusedKernel(torch.autograd.Function):
-    """harmonics -> field -> strict aggregation -> projection, a = sum_n Im[conj(z^n) (A_strict V^n)], with a
-    hand-written backward. Inputs: z (B, T, k) complex, q (pre-scaled by 1/tau) and k (B, H, T, 2kh), w (fields,
-    N, k) complex. Returns a (B, T, k) (without the diagonal term) and diag = A_tt (B, H, T)."""
-
-    @staticmethod
-    def forward(ctx, z: Tensor, q: Tensor, k: Tensor, w: Tensor, causal: bool, chunk: int,
-                n_harmonics: int) -> tuple[Tensor, Tensor]:
-        b, h, t, e = q.shape
-        delay = w.shape[0] == 2
-        zn = _harmonics_into(z, n_harmonics)  # (B, T, N, k)
-        field = zn * w[0]  # in-place variant of kernel_field (no autograd here)
-        if delay:
-            field[:, :-1].addcmul_(zn[:, 1:], w[1])
-        v = to_heads(torch.view_as_real(field), h, -2).reshape(b * h, t, -1)  # (BH, T, 2N kh)
-        q3, k3 = q.reshape(b * h, t, e), k.reshape(b * h, t, e)
-        out, diag, probs = strict_forward(q3, k3, v, causal, chunk)
-        o = from_heads(out.view(b, h, t, -1), (n_harmonics, -1, 2), -2)  # (B, T, N, k, 2)
-        zr = torch.view_as_real(zn)
-        a = (zr[..., 0] * o[..., 1] - zr[..., 1] * o[..., 0]).sum(dim=2)  # sum_n Im[conj(z^n) o^n], (B, T, k)
-        ctx.causal, ctx.chunk, ctx.delay = causal, chunk, delay
-        ctx.save_for_backward(zn, o, q3, k3, v, w, diag, *probs)
-        return a, diag.view(b, h, t)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, da: Tensor, ddiag: Tensor) -> tuple[Tensor | None, ...]:
-        zn, o, q3, k3, v, w, diag, *probs = ctx.saved_tensors
-        b, t, n_h = zn.shape[:3]
-        h = q3.shape[0] // b
-        oc = torch.view_as_complex(o.contiguous())  # (B, T, N, k)
-        da_i = torch.complex(torch.zeros_like(da), da)[:, :, None]  # i * da, (B, T, 1, k)
-        dout = to_heads(torch.view_as_real(zn * da_i), h, -2).reshape(b * h, t, -1)  # d o = i z^n da
-        dq, dk, dv = strict_backward(q3, k3, v, probs, diag, dout, ddiag.reshape(b * h, t), ctx.causal, ctx.chunk)
-        dvc = torch.view_as_complex(from_heads(dv.view(b, h, t, -1), (n_h, -1, 2), -2).contiguous())  # (B,T,N,k)
-        dzn = (dvc * w[0].conj()).addcmul_(oc, da_i, value=-1)  # field (present) + projection (-i o da)
-        znc = zn.conj().resolve_conj()
-        dw = [(dvc * znc).sum(dim=(0, 1))]
-        if ctx.delay:
-            dzn[:, 1:].addcmul_(dvc[:, :-1], w[1].conj())
-            dw.append((dvc[:, :-1] * znc[:, 1:]).sum(dim=(0, 1)))
-        dz = dzn[:, :, n_h - 1] * n_h  # Horner: dz = sum_n n conj(z)^(n-1) dz^n
-        for n in range(n_h - 1, 0, -1):
-            dz = torch.addcmul(dzn[:, :, n - 1] * n, znc[:, :, 0], dz)
-        return dz, dq.view(b, h, t, -1), dk.view(b, h, t, -1), torch.stack(dw), None, None, None
-
-
 class FSNAttention(KuramotoAttention):
     """FSN kernel attention (Eq. 2). Parameters per layer: 4Nk (2Nk with ``static_phases=False``; half of
     that again with ``delay=False``). ``w_re[j, n-1]`` / ``w_im[j, n-1]`` hold Re/Im of w_j^(n), j = 0 present,
@@ -136,12 +78,14 @@ class FSNAttention(KuramotoAttention):
     def __init__(self, d_model: int, n_heads: int, layer_idx: int = 0, *, n_harmonics: int = 3,
                  delay: bool = True, static_phases: bool = True, successor_logit_init: float = 1.5,
                  phase_noise_std: float = 0.05, chunk_size: int | None = 64, gates: PhaseGates | None = None,
-                 rope_base: float = 10000.0, tau_init: float | None = None, gate_floor: float = 1e-6) -> None:
+                 rope_base: float = 10000.0, tau_init: float | None = None, gate_floor: float = 1e-6,
+                 compiled: bool | None = None) -> None:
         super().__init__(d_model, n_heads, layer_idx, gates=gates, rope_base=rope_base, tau_init=tau_init,
                          gate_floor=gate_floor, chunk_size=chunk_size)
         self.n_harmonics = n_harmonics
         self.delay = delay
         self.static_phases = static_phases
+        self.compiled = compiled  # fused path: compile its elementwise stages (None: float32 at training sizes)
         n_fields = 2 if delay else 1
         w_re = torch.zeros(n_fields, n_harmonics, d_model)
         if delay:
@@ -181,8 +125,10 @@ class FSNAttention(KuramotoAttention):
             o = torch.view_as_complex(from_heads(o, (self.n_harmonics, -1, 2), -2).contiguous())  # (B, T, N, k)
             a = (zn.conj() * o).imag.sum(dim=2)
             aux.update(weights=wts + torch.diag_embed(diag), gate_q=g.gq, gate_k=g.gk, gate_v=g.gv)  # full A
-        else:
-            a, diag = FusedKernel.apply(z, q, k, w, causal, self.chunk_size or t, self.n_harmonics)
+        else:  # fused path on real planes (Re z, Im z = cos x, sin x), compiled stages at training sizes
+            compiled = use_compiled(x) if self.compiled is None else self.compiled
+            a, diag = fused_kernel(torch.cos(x), torch.sin(x), q, k, w, causal, self.chunk_size or t,
+                                   self.n_harmonics, compiled)
         if self.w_im is not None:  # diagonal self term A_tt * sum_n Im w0^(n)
             a = a + diag.movedim(1, -1).repeat_interleave(self.d_head, dim=-1) * self.w_im[0].sum(dim=0)
         if need_weights:

@@ -113,7 +113,7 @@ class BaseTask(L.LightningModule):
         return torch.cat([every[r, :k] for r, k in enumerate(sizes)])
 
     def on_train_epoch_start(self) -> None:
-        self._loss_sum, self._loss_n = torch.zeros(()), 0
+        self._loss_sum, self._loss_n = torch.zeros((), device=self.device), 0
 
     def log_train_loss(self, loss: Tensor, batch_size: int) -> None:
         """``train/loss_step`` at the logging cadence and ``train/loss_epoch`` (batch-size weighted mean) at epoch end.
@@ -123,7 +123,7 @@ class BaseTask(L.LightningModule):
         connector writes (``log_every_n_steps``), the epoch mean is accumulated here as Lightning does (float32
         sum of loss x batch size over the summed batch size).
         """
-        self._loss_sum += loss.detach().float() * batch_size
+        self._loss_sum = self._loss_sum.to(loss.device) + loss.detach().float() * batch_size  # on the loss' device
         self._loss_n += batch_size
         if self.trainer._logger_connector.should_update_logs or self.trainer.fast_dev_run:
             self.log("train/loss_step", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=batch_size)
