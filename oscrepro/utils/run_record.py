@@ -31,7 +31,8 @@ IGNORED_KEYS: tuple[str, ...] = ("paths", "logger", "hydra", "tags", "table_name
                                  "task.optimizer.foreach")
 # Keys hashed only when they differ from their default: added to the configs after records existed, so a run at
 # the default keeps its id (trainer.precision=bf16-mixed is a different run; 32-true is the run it always was).
-DEFAULT_VALUES: dict[str, Any] = {"trainer.precision": "32-true", "data.time_stride": 1, "data.verify": True}
+DEFAULT_VALUES: dict[str, Any] = {"trainer.precision": "32-true", "data.time_stride": 1, "data.verify": True,
+                                  "model.ffn.init": "gaussian"}
 FINISHED = ("ok", "diverged")
 MECHANISM_GROUP = "attention"  # the config group whose chosen name is the run's mechanism (wandb job_type)
 
