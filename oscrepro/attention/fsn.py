@@ -42,6 +42,7 @@ from torch import Tensor, nn
 
 from oscrepro.attention.base import Aux, at_least_fp32, fp32_only
 from oscrepro.attention.fsn_fused import fused_kernel, use_compiled
+from oscrepro.attention.fsn_gates import gate_features
 from oscrepro.attention.kuramoto import (
     KuramotoAttention,
     PhaseGates,
@@ -112,28 +113,30 @@ class FSNAttention(KuramotoAttention):
             return self._forward(at_least_fp32(x), causal=causal, need_weights=need_weights)
 
     def _forward(self, x: Tensor, *, causal: bool, need_weights: bool) -> tuple[Tensor, Aux]:
-        z = phasors(x)  # (B, T, k) complex
-        g = self.phase_gates(z)
         h, t = self.n_heads, x.shape[1]
-        q, k = to_heads(g.q, h, -2), to_heads(g.k, h, -2)  # (B, H, T, 2kh), q pre-scaled by 1/tau
         w = self.complex_weights()
         aux: Aux = {}
-        if need_weights:  # plain autograd path, also returns the weights
+        if need_weights:  # plain autograd path (complex arithmetic), also returns the weights
+            z = phasors(x)  # (B, T, k) complex
+            g = self.phase_gates(z)
+            q, k = to_heads(g.q, h, -2), to_heads(g.k, h, -2)  # (B, H, T, 2kh), q pre-scaled by 1/tau
             zn = harmonics(z, self.n_harmonics)
             v = to_heads(torch.view_as_real(kernel_field(zn, w, self.delay)), h, -2)  # (B, H, T, 2N kh)
             o, diag, wts = attend(q, k, v, causal=causal, strict=True, chunk_size=self.chunk_size, need_weights=True)
             o = torch.view_as_complex(from_heads(o, (self.n_harmonics, -1, 2), -2).contiguous())  # (B, T, N, k)
             a = (zn.conj() * o).imag.sum(dim=2)
             aux.update(weights=wts + torch.diag_embed(diag), gate_q=g.gq, gate_k=g.gk, gate_v=g.gv)  # full A
-        else:  # fused path on real planes (Re z, Im z = cos x, sin x), compiled stages at training sizes
+            gv = g.gv
+        else:  # fused gates and kernel on real planes (Re z, Im z = cos x, sin x), compiled stages at training sizes
             compiled = use_compiled(x) if self.compiled is None else self.compiled
-            a, diag = fused_kernel(torch.cos(x), torch.sin(x), q, k, w, causal, self.chunk_size or t,
-                                   self.n_harmonics, compiled)
+            zr, zi, qf, kf, gv = gate_features(x, self.phase_gates, compiled)
+            q, k = to_heads(qf, h, -1), to_heads(kf, h, -1)  # planes (B, T, 2, k) -> (B, H, T, 2kh)
+            a, diag = fused_kernel(zr, zi, q, k, w, causal, self.chunk_size or t, self.n_harmonics, compiled)
         if self.w_im is not None:  # diagonal self term A_tt * sum_n Im w0^(n)
             a = a + diag.movedim(1, -1).repeat_interleave(self.d_head, dim=-1) * self.w_im[0].sum(dim=0)
         if need_weights:
             aux["update"] = a
-        return g.gv * a, aux
+        return gv * a, aux
 
 
 def fsn_reference(module: FSNAttention, theta: Tensor, causal: bool) -> Tensor:

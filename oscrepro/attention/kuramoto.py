@@ -179,30 +179,31 @@ def strict_backward(q: Tensor, k: Tensor, v: Tensor, probs: list[Tensor], diag: 
                     causal: bool, chunk: int) -> tuple[Tensor, Tensor, Tensor]:
     """Hand-written backward of :func:`strict_forward`; with P the full softmax (strict weights + diagonal):
     dv = A_strict^T dout; dP = dout v^T off the diagonal, ddiag on it; dS = P * (dP - rowsum(P * dP));
-    dq = dS k, dk = dS^T q. dk and dv accumulate in place (no per-chunk full-size zero gradients): chunks run
-    last to first, and the last chunk sees every key (kend = T), so it initialises dk and dv with ``out=``."""
+    dq = dS k, dk = dS^T q. dq is written per query chunk; dv and dk per key block j, as one GEMM over the query
+    chunks that see it (causal: chunks i >= j), their weight columns concatenated: no accumulation into strided
+    slices (which torch runs as one small GEMM per batch entry)."""
     t = q.shape[1]
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     starts = list(range(0, t, chunk))
-    for a, i0 in reversed(list(zip(probs, starts, strict=True))):
+    dss = []
+    for a, i0 in zip(probs, starts, strict=True):
         i1 = min(t, i0 + chunk)
         kend = i1 if causal else t
-        first = i0 == starts[-1]  # kend == t here, causal or not
-        do = dout[:, i0:i1]  # (BH, Tq, F)
-        if first:
-            torch.bmm(a.transpose(1, 2), do, out=dv)
-        else:
-            dv[:, :kend].baddbmm_(a.transpose(1, 2), do)
-        da = torch.bmm(do, v[:, :kend].transpose(1, 2))  # (BH, Tq, Tk): dP off the diagonal
+        da = torch.bmm(dout[:, i0:i1], v[:, :kend].transpose(1, 2))  # (BH, Tq, Tk): dP off the diagonal
         dd, pd = ddiag[:, i0:i1], diag[:, i0:i1]
         rowsum = (a * da).sum(dim=-1) + pd * dd  # sum_u P_tu dP_tu, (BH, Tq)
         ds = a * (da - rowsum[..., None])
         ds.diagonal(offset=i0, dim1=1, dim2=2).copy_(pd * (dd - rowsum))
         torch.bmm(ds, k[:, :kend], out=dq[:, i0:i1])
-        if first:
-            torch.bmm(ds.transpose(1, 2), q[:, i0:i1], out=dk)
-        else:
-            dk[:, :kend].baddbmm_(ds.transpose(1, 2), q[:, i0:i1])
+        dss.append(ds)
+    for j, j0 in enumerate(starts):
+        j1 = min(t, j0 + chunk)
+        first = j if causal else 0  # query chunks whose keys reach block j
+        rows = slice(starts[first], t)
+        a_col = torch.cat([a[:, :, j0:j1] for a in probs[first:]], dim=1)  # (BH, rows, Tk_j)
+        ds_col = torch.cat([ds[:, :, j0:j1] for ds in dss[first:]], dim=1)
+        torch.bmm(a_col.transpose(1, 2), dout[:, rows], out=dv[:, j0:j1])
+        torch.bmm(ds_col.transpose(1, 2), q[:, rows], out=dk[:, j0:j1])
     return dq, dk, dv
 
 

@@ -43,6 +43,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from oscrepro.attention.base import Aux
+from oscrepro.attention.compiled import CompiledPair
+from oscrepro.attention.fsn_fused import use_compiled
 from oscrepro.attention.kuramoto import PhaseGates
 
 TWO_PI = 2.0 * math.pi
@@ -52,6 +54,21 @@ def bounded_update(x: Tensor, alpha: Tensor, eps: float = 1e-12) -> Tensor:
     """Norm-matched tanh bound (App. A): x rescaled to the per-token norm of alpha*tanh(x). (B, T, k) -> same."""
     ref = torch.sqrt((torch.tanh(x) * alpha).square().sum(dim=-1, keepdim=True) + eps)  # (B, T, 1)
     return x * (ref / torch.sqrt(x.square().sum(dim=-1, keepdim=True) + eps))
+
+
+_BOUND = CompiledPair("bounded update", bounded_update, bounded_update)  # only the first (forward) is used
+
+
+def bound(x: Tensor, alpha: Tensor) -> Tensor:
+    """:func:`bounded_update`, through ``torch.compile`` (forward and backward fused, ~2x faster on CPU) for
+    float32 updates at training sizes (:func:`~oscrepro.attention.fsn_fused.use_compiled`); eager otherwise or
+    after a compile failure (one warning)."""
+    if use_compiled(x) and not _BOUND.broken:
+        try:
+            return _BOUND.get(True)[0](x, alpha)
+        except Exception as err:  # noqa: BLE001 -- any compile backend failure means "use eager"
+            _BOUND.mark_broken(err)
+    return bounded_update(x, alpha)
 
 
 class SwiGLUPhaseFFN(nn.Module):
@@ -89,8 +106,8 @@ class TorusLayer(nn.Module):
     def forward(self, theta: Tensor, *, times: Tensor | None = None, need_weights: bool = False
                 ) -> tuple[Tensor, Aux]:
         upd, aux = self.attn(theta, causal=True, times=times, need_weights=need_weights)  # (B, T, k)
-        theta = theta + self.drop(bounded_update(upd, self.alpha_attn))
-        theta = theta + self.drop(bounded_update(self.ffn(theta), self.alpha_ffn))
+        theta = theta + self.drop(bound(upd, self.alpha_attn))
+        theta = theta + self.drop(bound(self.ffn(theta), self.alpha_ffn))
         return theta, aux
 
 

@@ -1,0 +1,138 @@
+"""Fused shared gates of the FSN fast path (fsn Eq. 1, App. A): phases -> (cos, sin), the gate map, the gated rotary
+query/key features and the value gate in one autograd node with a hand-written backward.
+
+:class:`~oscrepro.attention.kuramoto.PhaseGates` (complex arithmetic, plain autograd) is the reference; this is the
+same computation in real arithmetic::
+
+    c, s = cos theta, sin theta;   x = (c_1, s_1, ..., c_k, s_k) = view_as_real(z)
+    raw = x W^T + b   (W: the shared Linear(2k, 3k));   gq, gk = softplus(raw_q), softplus(raw_k) / their means
+    gv = raw_v;   rot = (c cos wt - s sin wt, s cos wt + c sin wt);   q = rot gq / tau,   k = rot gk
+
+Backward, with m the coordinate mean of a = softplus(raw_q) (clamped at the gate floor):
+d rot = dq gq / tau + dk gk;  d gq = <dq, rot> / tau;  d a = (d gq - <d gq, gq> / k) / m;  d raw_q = d a sigmoid(raw_q)
+(likewise k);  d raw_v = d gv;  dx = d raw W,  dW = d raw^T x,  db = sum d raw (the GEMMs);
+d theta = -s (dx_c + d rot . d rot/dc + dc) + c (dx_s + d rot . d rot/ds + ds);  d log tau = -<dq, q>.
+
+The elementwise stages around the GEMMs are pure functions, run eagerly or through ``torch.compile``
+(:mod:`oscrepro.attention.compiled`), chosen like the kernel's stages
+(:func:`~oscrepro.attention.fsn_fused.use_compiled`).
+Measured (issue 16, results/fsn/cpu/step_time.md): the gates' backward through plain autograd cost ~190 ms of a
+950 ms FSN training step at batch 16 on one CPU thread.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from oscrepro.attention.compiled import CompiledPair
+from oscrepro.attention.kuramoto import PhaseGates
+
+
+def _drift(t: int, omega: Tensor) -> tuple[Tensor, Tensor]:
+    """cos, sin of omega t: (T, k) each."""
+    ang = torch.arange(t, device=omega.device, dtype=omega.dtype)[:, None] * omega
+    return torch.cos(ang), torch.sin(ang)
+
+
+def gate_inputs(theta: Tensor) -> tuple[Tensor, Tensor]:
+    """cos theta, sin theta (B, T, k): Re z, Im z."""
+    return torch.cos(theta), torch.sin(theta)
+
+
+def gate_outputs(raw: Tensor, c: Tensor, s: Tensor, omega: Tensor, log_tau: Tensor, floor: float
+                 ) -> tuple[Tensor, Tensor, Tensor]:
+    """q (pre-scaled by 1/tau) and k features as (Re, Im) planes (B, T, 2, k) and the value gate (B, T, k) from
+    raw = x W^T + b. (Planes, not PhaseGates' interleaved (B, T, k, 2): the score is a dot product over all
+    features, so any layout shared by q and k gives the same scores.)"""
+    kk = c.shape[-1]
+    gqk = F.softplus(raw[..., : 2 * kk]).unflatten(-1, (2, kk))  # (B, T, 2, k)
+    gqk = gqk / gqk.mean(dim=-1, keepdim=True).clamp_min(floor)
+    cw, sw = _drift(c.shape[1], omega)
+    rot = torch.stack([c * cw - s * sw, s * cw + c * sw], dim=2)  # (B, T, 2, k)
+    return rot * (gqk[..., 0:1, :] * torch.exp(-log_tau)), rot * gqk[..., 1:2, :], raw[..., 2 * kk:]
+
+
+def raw_grads(dq: Tensor, dk: Tensor, dgv: Tensor, raw: Tensor, c: Tensor, s: Tensor, omega: Tensor,
+              log_tau: Tensor, floor: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Backward before the GEMMs: d raw (B, T, 3k), the rotation's share of dc, ds (B, T, k) and d log tau ()."""
+    kk = c.shape[-1]
+    sp = raw[..., : 2 * kk].unflatten(-1, (2, kk))  # pre-softplus, (B, T, 2, k)
+    a = F.softplus(sp)
+    mean = a.mean(dim=-1, keepdim=True)
+    m = mean.clamp_min(floor)
+    g = a / m
+    scale = torch.exp(-log_tau)
+    cw, sw = _drift(c.shape[1], omega)
+    rr, ri = c * cw - s * sw, s * cw + c * sw  # rot, (B, T, k)
+    gq, gk = g[..., 0, :], g[..., 1, :]
+    dqr, dqi, dkr, dki = dq[:, :, 0], dq[:, :, 1], dk[:, :, 0], dk[:, :, 1]  # planes (B, T, 2, k)
+    drr = dqr * gq * scale + dkr * gk
+    dri = dqi * gq * scale + dki * gk
+    dg = torch.stack([(dqr * rr + dqi * ri) * scale, dkr * rr + dki * ri], dim=-2)  # (B, T, 2, k)
+    active = (mean >= floor).to(a.dtype)
+    da = (dg - active * (dg * g).mean(dim=-1, keepdim=True)) / m
+    draw = torch.cat([(da * torch.sigmoid(sp)).flatten(-2), dgv], dim=-1)  # (B, T, 3k)
+    dc = drr * cw + dri * sw  # d rot / d c = (cw, sw), d rot / d s = (-sw, cw)
+    ds = dri * cw - drr * sw
+    dlog_tau = -((dqr * rr + dqi * ri) * gq).sum() * scale
+    return draw, dc, ds, dlog_tau
+
+
+def theta_grad(theta: Tensor, dxc: Tensor, dxs: Tensor, dc_rot: Tensor, ds_rot: Tensor, dc: Tensor, ds: Tensor
+               ) -> Tensor:
+    """d theta = -sin theta (dc total) + cos theta (ds total); dxc, dxs: the gate map's input gradients (B, T, k)."""
+    return -torch.sin(theta) * (dxc + dc_rot + dc) + torch.cos(theta) * (dxs + ds_rot + ds)
+
+
+_FORWARD = CompiledPair("FSN gates forward", gate_inputs, gate_outputs)
+_BACKWARD = CompiledPair("FSN gates backward", raw_grads, theta_grad)
+
+
+class GateFeatures(torch.autograd.Function):
+    """theta (B, T, k) -> cos theta, sin theta (B, T, k), q, k planes (B, T, 2, k), gv (B, T, k); module docstring.
+    The gate map x W^T with x = view_as_real(z) interleaved is computed as c W_c^T + s W_s^T (W_c, W_s: the even
+    and odd columns of W), so no interleaved copy of the phases is made."""
+
+    @staticmethod
+    def forward(ctx, theta: Tensor, weight: Tensor, bias: Tensor, log_tau: Tensor, omega: Tensor, floor: float,
+                compiled: bool) -> tuple[Tensor, ...]:
+        pre, post = _FORWARD.get(compiled)
+        c, s = pre(theta)
+        b, t, kk = c.shape
+        wc, ws = weight[:, 0::2], weight[:, 1::2]  # (3k, k) each
+        raw = torch.addmm(bias, c.view(b * t, kk), wc.t()).addmm_(s.view(b * t, kk), ws.t()).view(b, t, 3 * kk)
+        q, k, gv = post(raw, c, s, omega, log_tau, floor)
+        ctx.floor, ctx.compiled = floor, compiled
+        ctx.save_for_backward(theta, c, s, raw, weight, log_tau, omega)
+        return c, s, q, k, gv
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dc: Tensor, ds: Tensor, dq: Tensor, dk: Tensor, dgv: Tensor) -> tuple[Tensor | None, ...]:
+        theta, c, s, raw, weight, log_tau, omega = ctx.saved_tensors
+        b, t, kk = c.shape
+        pre, post = _BACKWARD.get(ctx.compiled)
+        dc, ds, dgv = (torch.zeros_like(c) if g is None else g.contiguous() for g in (dc, ds, dgv))
+        dq, dk = (c.new_zeros(b, t, 2, kk) if g is None else g.contiguous() for g in (dq, dk))
+        draw, dc_rot, ds_rot, dlog_tau = pre(dq, dk, dgv, raw, c, s, omega, log_tau, ctx.floor)
+        draw2 = draw.view(b * t, 3 * kk)
+        dxc = (draw2 @ weight[:, 0::2]).view(b, t, kk)
+        dxs = (draw2 @ weight[:, 1::2]).view(b, t, kk)
+        dweight = torch.stack([draw2.t() @ c.view(b * t, kk), draw2.t() @ s.view(b * t, kk)], dim=-1).flatten(-2)
+        dtheta = post(theta, dxc, dxs, dc_rot, ds_rot, dc, ds)
+        return dtheta, dweight, draw2.sum(dim=0), dlog_tau, None, None, None
+
+
+def gate_features(theta: Tensor, gates: PhaseGates, compiled: bool) -> tuple[Tensor, ...]:
+    """(cos theta, sin theta, q, k, gv) of the shared gates through :class:`GateFeatures`; a compile failure warns
+    once and runs the same maths eagerly."""
+    args = (theta, gates.proj.weight, gates.proj.bias, gates.log_tau, gates.omega, float(gates.gate_floor))
+    if compiled and not (_FORWARD.broken or _BACKWARD.broken):
+        try:
+            return GateFeatures.apply(*args, True)
+        except Exception as err:  # noqa: BLE001 -- any compile backend failure means "use eager"
+            _FORWARD.mark_broken(err)
+            _BACKWARD.mark_broken(err)
+    return GateFeatures.apply(*args, False)
