@@ -14,6 +14,7 @@ process-CPU-time ratio (wall time then mostly measures the other jobs).
 from __future__ import annotations
 
 import functools
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -58,12 +59,16 @@ def step_flops(model: nn.Module, tokens: Tensor, targets: Tensor) -> dict[str, i
     def sdpa_bwd(dout, q, k, v, out, lse, dropout_p=0.0, is_causal=False, *args, **kwargs) -> int:
         return int(sdpa_backward_flop_count(dout, q, k, v) * share(kwargs.get("is_causal", is_causal)))
 
+    def inplace_mm(self_shape, a_shape, b_shape, *args, **kwargs) -> int:  # addmm_ / baddbmm_: 2 (b) m k n
+        return 2 * math.prod(a_shape) * b_shape[-1]
+
     aten = torch.ops.aten
     counter = FlopCounterMode(display=False, custom_mapping={
         aten._scaled_dot_product_flash_attention_for_cpu: sdpa_fwd,
-        aten._scaled_dot_product_flash_attention_for_cpu_backward: sdpa_bwd})
-    with counter:
-        logits, _ = model(tokens)
+        aten._scaled_dot_product_flash_attention_for_cpu_backward: sdpa_bwd,
+        aten.addmm_: inplace_mm, aten.baddbmm_: inplace_mm})  # torch's counter skips in-place GEMMs
+    with counter, torch.compiler.set_stance("force_eager"):  # the same GEMMs; a compile under the counter's
+        logits, _ = model(tokens)                         # dispatch mode would leave the kernels eager for good
         F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)).backward()
     model.zero_grad(set_to_none=True)
     by_op = {str(op).split(".")[-1]: n for op, n in counter.get_flop_counts()["Global"].items()}
