@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -68,6 +69,16 @@ WARNING_FILTERS: tuple[WarningFilter, ...] = (
         category=UserWarning,
         module=r"lightning\.pytorch\.loops\.fit_loop\Z",
         cause="Lightning warns when an epoch is shorter than log_every_n_steps; train/loss_epoch is logged anyway",
+    ),
+    # Lightning's data connector (``_check_dataloader_iterable``/``_worker_check``) suggests ``num_workers=<cores-1>``
+    # for every loader with fewer workers than that, once per loader and run (seen on the 16-core GPU machine). Our
+    # data modules serve windows from tensors already in memory, where worker processes cost more than they save
+    # (``num_workers: 0`` in conf/data, a hashed key). Would go away only with worker processes.
+    WarningFilter(
+        message=r"The '\w+_dataloader' does not have many workers which may be a bottleneck",
+        category=UserWarning,
+        module=r"lightning\.pytorch\.trainer\.connectors\.data_connector\Z",
+        cause="Lightning suggests DataLoader workers; oscrepro's loaders read in-memory tensors (num_workers 0)",
     ),
 )
 
@@ -123,6 +134,34 @@ QUIET_LOGGERS: tuple[QuietLogger, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class LogFilter:
+    """One message of a third-party logger, dropped by a ``logging.Filter`` (the logger's other records still show)."""
+
+    name: str
+    message: str  # regex matched from the start of the formatted message
+    cause: str
+
+
+LOG_FILTERS: tuple[LogFilter, ...] = (
+    # The first ``torch.compile`` of a process (fsn fused stages, the fqo/SSA tiles, the bounded update) imports
+    # ``torch.utils.cpp_extension``, which logs a WARNING when CUDA_HOME is set but no CUDA runtime is loaded (every
+    # CPU machine with the CUDA wheel): "No CUDA runtime is found, using CUDA_HOME='/usr/local'". The CPU kernels do
+    # not need CUDA. Would go away with a CPU-only torch wheel or if torch logged it only when building CUDA code.
+    LogFilter("torch.utils.cpp_extension", r"No CUDA runtime is found",
+              "torch's cpp_extension warns on CPU machines with CUDA_HOME set; compiled CPU kernels need no CUDA"),
+)
+
+
+class _DropMatching(logging.Filter):
+    def __init__(self, pattern: str) -> None:
+        super().__init__()
+        self.pattern = re.compile(pattern)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.pattern.match(record.getMessage())
+
+
 def _noisy() -> bool:
     return os.environ.get(NOISE_ENV, "0") not in ("", "0")
 
@@ -134,11 +173,15 @@ def _ignore(filters: tuple[WarningFilter, ...]) -> None:
 
 
 def quiet_third_party() -> None:
-    """Install :data:`WARNING_FILTERS` and raise :data:`QUIET_LOGGERS` to WARNING (idempotent; no-op when
-    ``OSCREPRO_THIRD_PARTY_NOISE`` is set to a non-empty value other than ``0``)."""
+    """Install :data:`WARNING_FILTERS` and :data:`LOG_FILTERS`, raise :data:`QUIET_LOGGERS` to WARNING (idempotent;
+    no-op when ``OSCREPRO_THIRD_PARTY_NOISE`` is set to a non-empty value other than ``0``)."""
     if _noisy():
         return
     _ignore(WARNING_FILTERS)
+    for lf in LOG_FILTERS:
+        logger = logging.getLogger(lf.name)
+        if not any(isinstance(f, _DropMatching) and f.pattern.pattern == lf.message for f in logger.filters):
+            logger.addFilter(_DropMatching(lf.message))
     for q in QUIET_LOGGERS:
         logger = logging.getLogger(q.name)
         if logger.getEffectiveLevel() < logging.WARNING:

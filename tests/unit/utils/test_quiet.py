@@ -16,6 +16,7 @@ from pathlib import Path
 
 import lightning as L
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
@@ -36,6 +37,7 @@ CONF = PACKAGE.parent / "conf"
 PYTREE = "`isinstance(treespec, LeafSpec)` is deprecated"
 SCRIPT_METHOD = "`torch.jit.script_method` is deprecated"
 SHORT_EPOCH = "The number of training batches (64) is smaller than the logging interval"
+FEW_WORKERS = "The 'train_dataloader' does not have many workers which may be a bottleneck"
 
 
 @pytest.fixture(autouse=True)
@@ -76,6 +78,16 @@ def _warned(fn) -> list[str]:
     return [str(w.message) for w in caught]
 
 
+def _few_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lightning's own worker check, as on the 16-core GPU machine (this CPU has too few cores to trigger it)."""
+    from lightning.pytorch.trainer.connectors import data_connector
+
+    monkeypatch.setattr(data_connector, "suggested_max_num_workers", lambda devices: 15)
+    loader = torch.utils.data.DataLoader(list(range(4)), num_workers=0)
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
+    data_connector._worker_check(trainer, loader, "train_dataloader")
+
+
 def _pytree_leaf() -> None:
     from lightning.pytorch.utilities._pytree import _tree_flatten
 
@@ -114,10 +126,12 @@ def _resume_into(run_dir: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "emit"), [(PYTREE, _pytree_leaf), (SCRIPT_METHOD, _torch_mkldnn_import),
-                                            (SHORT_EPOCH, "short_epoch")])
-def test_known_third_party_warnings_are_silenced(text, emit, tmp_path):
+                                            (SHORT_EPOCH, "short_epoch"), (FEW_WORKERS, "few_workers")])
+def test_known_third_party_warnings_are_silenced(text, emit, tmp_path, monkeypatch):
     if emit == "short_epoch":
         emit = lambda: _short_epoch_fit(tmp_path)  # noqa: E731
+    if emit == "few_workers":
+        emit = lambda: _few_workers(monkeypatch)  # noqa: E731
     assert any(text in m for m in _warned(emit)), f"upstream no longer warns {text!r}: drop its filter in quiet.py"
     quiet_third_party()
     assert not any(text in m for m in _warned(emit))
@@ -130,7 +144,8 @@ def _warned_as(text: str, category: type[Warning], module: str) -> list[str]:
 
 def test_filters_are_precise_same_text_from_our_module_or_other_category_still_shows():
     quiet_third_party()
-    texts = [PYTREE + ", use ...", SCRIPT_METHOD + ". Please switch ...", SHORT_EPOCH + " Trainer(...)."]
+    texts = [PYTREE + ", use ...", SCRIPT_METHOD + ". Please switch ...", SHORT_EPOCH + " Trainer(...).",
+             FEW_WORKERS + ". Consider ..."]
     assert len(texts) == len(WARNING_FILTERS)
     for f, text in zip(WARNING_FILTERS, texts, strict=True):
         upstream = f.module.removesuffix(r"\Z").replace("\\", "")
@@ -217,3 +232,15 @@ def test_oscrepro_does_not_use_torch_jit_script_method():
     our own use of it: there must be none."""
     users = [p for p in PACKAGE.rglob("*.py") if "script_method" in p.read_text() and p.name != "quiet.py"]
     assert users == []
+
+
+def test_cpp_extension_cuda_home_line_is_dropped_and_other_records_still_show(caplog):
+    """The LOG_FILTERS entry drops exactly torch's "No CUDA runtime is found" record of torch.utils.cpp_extension."""
+    quiet_third_party()
+    quiet_third_party()  # idempotent: one filter
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    assert sum(type(f).__name__ == "_DropMatching" for f in logger.filters) == 1
+    with caplog.at_level(logging.WARNING, logger="torch.utils.cpp_extension"):
+        logger.warning("No CUDA runtime is found, using CUDA_HOME='/usr/local'")
+        logger.warning("Error building extension 'x'")
+    assert [r.getMessage() for r in caplog.records] == ["Error building extension 'x'"]
