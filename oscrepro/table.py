@@ -30,8 +30,12 @@ log = logging.getLogger("oscrepro.table")
 
 
 def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extra: list[str] | None = None,
-                results_dir: str | Path | None = None, workers: int | None = None, variant: str | None = None) -> Path:
+                results_dir: str | Path | None = None, workers: int | None = None, variant: str | None = None,
+                render_only: bool = False) -> Path:
     """Build one table and return the path of its markdown rendering.
+
+    ``render_only``: train nothing; render from the finished records (a build still in progress, or one split over
+    sessions), every cell flagging its missing runs.
 
     ``variant``: a name for a build whose ``extra`` overrides change the runs (e.g. ``bf16`` with
     ``trainer.precision=bf16-mixed``); it renders into ``<paper>[/<budget>]/<variant>/`` beside the plain table,
@@ -69,9 +73,13 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         raise LauncherUnavailableError("trainer=ddp runs start one process per device by re-running the command "
                                        "line; train them with `python -m oscrepro.train ... trainer=ddp`, then build "
                                        "the table, which reads their records")
-    progress = Progress(key, len(runs), len(runs) - len(missing))
-    print(f"[table {key}] budget={budget}: {len(runs)} runs, {len(missing)} to train ({launcher})", flush=True)
-    launch(missing, launcher, progress, max_workers=workers)
+    if render_only:
+        print(f"[table {key}] budget={budget}: {len(runs)} runs, {len(missing)} missing (render only: not trained)",
+              flush=True)
+    else:
+        progress = Progress(key, len(runs), len(runs) - len(missing))
+        print(f"[table {key}] budget={budget}: {len(runs)} runs, {len(missing)} to train ({launcher})", flush=True)
+        launch(missing, launcher, progress, max_workers=workers)
 
     run_statuses = [r.record.status() for r in runs]  # read each status.json once
     statuses = Counter(s.get("status", "missing") for s in run_statuses)
@@ -106,6 +114,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="render into <paper>[/<budget>]/<variant>/ (for builds whose overrides change the runs)")
     parser.add_argument("--workers", type=int, default=None,
                         help="joblib: at most this many worker processes (default: one per core)")
+    parser.add_argument("--render-only", action="store_true",
+                        help="train nothing: render from the finished run records, flagging missing runs")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides applied to every run")
     args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -118,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
                 raise SystemExit(f"[table {args.table}] {message}")
     try:
         path = build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir, args.workers,
-                           args.variant)
+                           args.variant, args.render_only)
     except LauncherUnavailableError as err:
         raise SystemExit(f"[table {args.table}] {err}") from None
     incomplete = incomplete_cells(path.with_suffix(".csv"))

@@ -110,3 +110,19 @@ def test_ddp_runs_are_refused_by_in_process_launchers(tmp_path):
     with pytest.raises(LauncherUnavailableError, match="python -m oscrepro.train ... trainer=ddp"):
         build_table("fqo/table2", budget="smoke", extra=["trainer=ddp"], results_dir=tmp_path / "r")
     assert not (tmp_path / "r" / "runs").exists()
+
+
+def test_render_only_trains_nothing_and_flags_missing_runs(tmp_path, monkeypatch, capsys):
+    """--render-only: no run is trained (a trainer that would fail the test is never called), the table is written
+    with its missing runs flagged, and the command exits non-zero because cells are incomplete."""
+    from oscrepro import table as table_cli
+    from oscrepro.tables import launch as launch_mod
+
+    def never(*args, **kwargs):
+        raise AssertionError("render-only must not train")
+
+    monkeypatch.setattr(launch_mod, "_train", never)
+    with pytest.raises(SystemExit, match="incomplete"):
+        table_cli.main(["fqo/table2", "--budget", "smoke", "--results-dir", str(tmp_path), "--render-only"])
+    assert "3 missing (render only: not trained)" in capsys.readouterr().out
+    assert "missing" in (tmp_path / "fqo" / "smoke" / "table2.md").read_text()
