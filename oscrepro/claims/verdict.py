@@ -1,0 +1,241 @@
+"""Verdicts on a paper's claims from table-cell summary statistics: mean, sample std over seeds (ddof=1), n seeds.
+
+A reproduction table keeps, per cell, only ``mean``, ``std`` and ``n`` (no per-seed values), so every test here is
+one computable from those three numbers. Each function returns a :class:`Verdict` whose ``status`` is one of
+:data:`STATUSES`:
+
+* ``holds``: the confidence interval of the effect lies entirely on the side the paper claims;
+* ``contradicted``: it lies entirely on the other side, i.e. the data support the opposite claim at the same level;
+* ``inconclusive``: the interval straddles the boundary, or cannot be computed (n < 2, a missing std). A claim is
+  never settled from a point estimate alone: with 3 seeds a gap of a few hundredths is routinely noise, and "no
+  interval" must not read as "holds".
+
+Rules, and why:
+
+* :func:`difference`: claim ``mean(a) − mean(b) <sign> margin``. Welch's t interval with the Welch–Satterthwaite
+  df, because seeds of two different models need not share a variance (the pooled t interval assumes they do).
+  If both stds are exactly 0 with n ≥ 2 the quantity is deterministic and the interval is the point itself.
+  ``margin`` lets a claim say "lower by at least m" (``margin=-m``).
+* :func:`ordering`: claim that cells strictly increase (or decrease) in the given order. Each adjacent pair is a
+  :func:`difference` at the Bonferroni level ``1 − (1 − level)/(k − 1)`` so that the chain as a whole, not each
+  link, has the stated level. All pairs hold → holds; any pair contradicted → contradicted (one reversed link
+  already breaks a strict ordering); else inconclusive. Effect: the smallest adjacent gap in the claimed direction.
+* :func:`trend`: claim of a monotone trend along x (depth, length ...). Weighted least squares of the cell means on
+  x with weights n/std² (the inverse variance of each mean); slope variance 1/Σw(x − x̄_w)², i.e. the weights are
+  taken as known variances; t interval with k − 2 df (k points; k < 3 leaves no df → inconclusive). A zero std
+  would be an infinite weight, so it is inconclusive too. A slope rather than pairwise orderings because a trend
+  claim is about the overall direction, which noisy single steps may not show.
+* :func:`within`: claim that a value equals ``target`` ± ``tol`` (a closed form, or the paper's own number). For a
+  deterministic quantity (``exact=True``, n may be 1) the comparison is direct. Otherwise the two-sided t interval
+  of the mean (at ``level``) must lie inside the closed band to hold, entirely outside it to contradict. Effect =
+  mean − target, and ``ci`` is on that scale (compare it with [−tol, tol]).
+* :func:`spread_ratio`: claim that a's seed spread is < or > b's. Effect = std_a²/std_b² with the F interval
+  (n_a − 1, n_b − 1 df) for a ratio of normal variances, compared with 1. Both stds 0 → inconclusive (0/0); only
+  b's 0 → ratio and interval are +inf.
+
+Bad arguments (unknown sign or direction, mismatched lengths, a level outside (0, 1), a negative tolerance, x
+without two distinct values) raise ``ValueError``: they are mistakes in the claim's definition, not properties of
+the data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy import stats
+
+STATUSES = ("holds", "contradicted", "inconclusive")
+_SIGNS = ("<", ">")
+_DIRECTIONS = ("increasing", "decreasing")
+_NAN = float("nan")
+_NO_CI = (_NAN, _NAN)
+
+
+@dataclass(frozen=True)
+class CellStats:
+    """One table cell: mean over seeds, sample std (ddof=1; nan when n < 2) and n = number of seeds."""
+
+    mean: float
+    std: float
+    n: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of one claim check: status (one of STATUSES), test used, effect size, its CI, one human sentence."""
+
+    status: str
+    test: str
+    effect: float
+    ci: tuple[float, float]
+    detail: str
+
+
+def _fmt(v: float) -> str:
+    """A number for a detail sentence: 3 significant digits and a true minus sign."""
+    return f"{v:.3g}".replace("-", "−")
+
+
+def _fmt_ci(ci: tuple[float, float]) -> str:
+    return f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
+
+
+def _check(name: str, value: str, allowed: tuple[str, ...], level: float) -> None:
+    """Raise ValueError for a sign/direction outside ``allowed`` or a level outside (0, 1)."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+
+
+def _no_interval(c: CellStats, label: str) -> str | None:
+    """Why cell ``c`` gives no interval (None when it does)."""
+    if c.n < 2:
+        return f"{label} has n = {c.n} < 2 seeds"
+    if not math.isfinite(c.mean):
+        return f"{label} has no finite mean"
+    if not (math.isfinite(c.std) and c.std >= 0):
+        return f"{label} has no valid std"
+    return None
+
+
+def _side(ci: tuple[float, float], bound: float, claim_above: bool) -> str:
+    """holds / contradicted when ``ci`` is strictly on one side of ``bound``, else inconclusive."""
+    above, below = ci[0] > bound, ci[1] < bound
+    if above or below:
+        return "holds" if above == claim_above else "contradicted"
+    return "inconclusive"
+
+
+def _t_quantile(level: float, df: float) -> float:
+    return float(stats.t.ppf(0.5 + level / 2.0, df))
+
+
+def difference(a: CellStats, b: CellStats, sign: str, level: float = 0.95, margin: float = 0.0) -> Verdict:
+    """Claim ``mean(a) − mean(b) <sign> margin`` (sign "<" or ">"), judged by Welch's t interval at ``level``."""
+    _check("sign", sign, _SIGNS, level)
+    effect = a.mean - b.mean
+    claim = f"claim a − b {sign} {_fmt(margin)}"
+    why = _no_interval(a, "a") or _no_interval(b, "b")
+    if why:
+        detail = f"a − b = {_fmt(effect)}, no interval: {why} ({claim}, n {a.n}/{b.n})"
+        return Verdict("inconclusive", "Welch t", effect, _NO_CI, detail)
+    va, vb = a.std**2 / a.n, b.std**2 / b.n
+    if va + vb == 0.0:
+        ci, how = (effect, effect), "zero spread"
+    else:
+        df = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
+        half = _t_quantile(level, df) * math.sqrt(va + vb)
+        ci, how = (effect - half, effect + half), f"df {df:.1f}"
+    status = _side(ci, margin, sign == ">")
+    detail = f"a − b = {_fmt(effect)} {_fmt_ci(ci)}, {claim}: {status} (Welch t, {how}, level {level:g}, n {a.n}/{b.n})"
+    return Verdict(status, "Welch t", effect, ci, detail)
+
+
+def ordering(cells: list[CellStats], direction: str, level: float = 0.95) -> Verdict:
+    """Claim that ``cells`` strictly increase/decrease in order: Bonferroni-corrected Welch test per adjacent pair."""
+    _check("direction", direction, _DIRECTIONS, level)
+    if len(cells) < 2:
+        raise ValueError(f"ordering needs at least 2 cells, got {len(cells)}")
+    pair_level = 1.0 - (1.0 - level) / (len(cells) - 1)
+    # Each gap is oriented so that a positive value agrees with the claim: later − earlier when increasing.
+    pairs = [
+        difference(nxt, cur, ">", pair_level) if direction == "increasing" else difference(cur, nxt, ">", pair_level)
+        for cur, nxt in zip(cells[:-1], cells[1:], strict=True)
+    ]
+    statuses = [p.status for p in pairs]
+    if all(s == "holds" for s in statuses):
+        status = "holds"
+    elif "contradicted" in statuses:
+        status = "contradicted"
+    else:
+        status = "inconclusive"
+    i = min(range(len(pairs)), key=lambda j: (math.isnan(pairs[j].effect), pairs[j].effect))
+    op = "<" if direction == "increasing" else ">"
+    links = ", ".join(f"{j}{op}{j + 1} {s}" for j, s in enumerate(statuses))
+    detail = (
+        f"{direction} over {len(cells)} cells: {links}; smallest gap ({i}→{i + 1}) = {_fmt(pairs[i].effect)} "
+        f"{_fmt_ci(pairs[i].ci)} (Welch t per pair, Bonferroni level {pair_level:.4g})"
+    )
+    return Verdict(status, "Welch t (Bonferroni)", pairs[i].effect, pairs[i].ci, detail)
+
+
+def trend(x: list[float], cells: list[CellStats], direction: str, level: float = 0.95) -> Verdict:
+    """Claim of a monotone trend of the cell means along ``x``: inverse-variance WLS slope with a t interval."""
+    _check("direction", direction, _DIRECTIONS, level)
+    if len(x) != len(cells):
+        raise ValueError(f"x and cells must have the same length, got {len(x)} and {len(cells)}")
+    xs = [float(v) for v in x]
+    if not all(math.isfinite(v) for v in xs):
+        raise ValueError(f"x must be finite, got {x!r}")
+    if len(xs) >= 2 and len(set(xs)) < 2:
+        raise ValueError(f"x needs at least two distinct values, got {x!r}")
+    k = len(xs)
+    why = None if k >= 3 else f"{k} points leave no df for a slope interval (need ≥ 3)"
+    for j, c in enumerate(cells):
+        why = why or _no_interval(c, f"cell {j}") or (f"cell {j} has std 0 (infinite weight)" if c.std == 0 else None)
+    if why:
+        return Verdict("inconclusive", "WLS trend", _NAN, _NO_CI, f"{direction} trend: no interval, {why}")
+    w = [c.n / c.std**2 for c in cells]
+    sw = sum(w)
+    xbar = sum(wi * xi for wi, xi in zip(w, xs, strict=True)) / sw
+    ybar = sum(wi * c.mean for wi, c in zip(w, cells, strict=True)) / sw
+    sxx = sum(wi * (xi - xbar) ** 2 for wi, xi in zip(w, xs, strict=True))
+    sxy = sum(wi * (xi - xbar) * (c.mean - ybar) for wi, xi, c in zip(w, xs, cells, strict=True))
+    slope = sxy / sxx
+    half = _t_quantile(level, k - 2) * math.sqrt(1.0 / sxx)
+    ci = (slope - half, slope + half)
+    status = _side(ci, 0.0, direction == "increasing")
+    detail = f"slope = {_fmt(slope)} {_fmt_ci(ci)}, claim {direction}: {status} (WLS trend, {k} points, df {k - 2})"
+    return Verdict(status, "WLS trend", slope, ci, detail)
+
+
+def within(a: CellStats, target: float, tol: float, level: float = 0.95, exact: bool = False) -> Verdict:
+    """Claim that ``a`` equals ``target`` ± ``tol``: directly if ``exact`` (deterministic), else by its t interval."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    if not (math.isfinite(target) and tol >= 0):
+        raise ValueError(f"target must be finite and tol ≥ 0, got target={target!r}, tol={tol!r}")
+    effect = a.mean - target
+    band = f"{_fmt(target)} ± {_fmt(tol)}"
+    if exact:
+        if not math.isfinite(a.mean):
+            detail = f"no finite value to compare with {band} (exact vs tolerance)"
+            return Verdict("inconclusive", "exact vs tolerance", effect, _NO_CI, detail)
+        status = "holds" if abs(effect) <= tol else "contradicted"
+        detail = f"value − target = {_fmt(effect)}, band {band}: {status} (exact vs tolerance, n {a.n})"
+        return Verdict(status, "exact vs tolerance", effect, (effect, effect), detail)
+    why = _no_interval(a, "the cell")
+    if why:
+        detail = f"mean − target = {_fmt(effect)}, no interval: {why} (band {band})"
+        return Verdict("inconclusive", "interval vs tolerance", effect, _NO_CI, detail)
+    half = _t_quantile(level, a.n - 1) * a.std / math.sqrt(a.n)
+    ci = (effect - half, effect + half)
+    if -tol <= ci[0] and ci[1] <= tol:
+        status = "holds"
+    elif ci[1] < -tol or ci[0] > tol:
+        status = "contradicted"
+    else:
+        status = "inconclusive"
+    detail = f"mean − target = {_fmt(effect)} {_fmt_ci(ci)}, band {band}: {status} (t, level {level:g}, n {a.n})"
+    return Verdict(status, "interval vs tolerance", effect, ci, detail)
+
+
+def spread_ratio(a: CellStats, b: CellStats, sign: str, level: float = 0.95) -> Verdict:
+    """Claim that a's seed variance is ``sign`` (< or >) b's: F interval of std_a²/std_b² against 1."""
+    _check("sign", sign, _SIGNS, level)
+    why = _no_interval(a, "a") or _no_interval(b, "b") or ("both stds are 0" if a.std == b.std == 0 else None)
+    if why:
+        return Verdict("inconclusive", "F test", _NAN, _NO_CI, f"var(a)/var(b): no interval, {why} (n {a.n}/{b.n})")
+    if b.std == 0:
+        ratio, ci = math.inf, (math.inf, math.inf)
+    else:
+        ratio, d1, d2, alpha = a.std**2 / b.std**2, a.n - 1, b.n - 1, 1.0 - level
+        ci = (ratio / float(stats.f.ppf(1 - alpha / 2, d1, d2)), ratio / float(stats.f.ppf(alpha / 2, d1, d2)))
+    status = _side(ci, 1.0, sign == ">")
+    detail = (
+        f"var(a)/var(b) = {_fmt(ratio)} {_fmt_ci(ci)}, claim {sign} 1: {status} "
+        f"(F test, df {a.n - 1}/{b.n - 1}, level {level:g})"
+    )
+    return Verdict(status, "F test", ratio, ci, detail)
