@@ -11,7 +11,7 @@ ARGS ?=
 TEST_WORKERS ?= 2  # pytest-xdist worker processes (each test process uses one torch thread)
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test test-all lint format table table4 chaos bench bench-loop clean
+.PHONY: help install demo test test-all lint format table table4 chaos claims bench bench-loop clean
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ table4: install ## fqo Table 4 + Figure 6 (d_osc sweep on WikiText-2 and TinySto
 
 chaos: install ## SIGKILL a smoke table build 24 times at random moments; final table vs an uninterrupted build
 	$(PY) -m oscrepro.tables.chaos --kills 24 --seed 7 --out results/chaos/fqo_table2_smoke.md trainer.max_epochs=6 trainer.limit_train_batches=8
+
+claims: install ## Check every claim written in the table specs against the committed tables -> results/CLAIMS.md (no training)
+	$(PY) -m oscrepro.claims
 
 bench: install ## Mechanism vs softmax block benchmark (ratios in one process): make bench ARGS='block=ssa'
 	$(PY) -m oscrepro.bench $(ARGS)

@@ -1,0 +1,147 @@
+"""The claims scoreboard: every claim written in a table spec, checked against that table's committed results.
+
+A table spec (``conf/table/<paper>/<name>.yaml``) may carry ``claims:``, each the paper's sentence, where it
+stands, and a checkable form over the table's cells (``row`` label x ``column`` name)::
+
+    claims:
+      - id: fsn-t1-fsn-below-transformer
+        text: "FSN reaches lower validation bpc than the matched transformer"
+        where: "§4.2, Table 1"
+        check: {kind: difference, a: {row: "enwik8 — FSN", column: bpc},
+                b: {row: "enwik8 — Transformer (RoPE, SwiGLU)", column: bpc}, sign: "<"}
+
+Check kinds (:mod:`oscrepro.claims.verdict`): ``difference`` (a, b, sign, margin), ``ordering`` (cells,
+direction), ``trend`` (cells, x, direction), ``within`` (a, target: a number or ``paper`` = the row's reference
+value, tol, exact), ``spread_ratio`` (a, b, sign). Each claim is checked at every budget whose table is committed
+(``results/<paper>/<name>.csv`` for ``paper``, ``results/<paper>/<budget>/<name>.csv`` otherwise): nothing is
+trained. ``python -m oscrepro.claims`` (``make claims``) writes ``results/CLAIMS.md``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from oscrepro.claims import verdict as V
+from oscrepro.tables.spec import BUDGETS, CONF_DIR, available_tables
+
+KINDS = ("difference", "ordering", "trend", "within", "spread_ratio")
+
+
+class ClaimError(ValueError):
+    """A claim that cannot be checked as written (unknown kind, row or column); names the spec and the claim."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    table: str  # <paper>/<name>
+    id: str
+    text: str
+    where: str
+    check: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Checked:
+    claim: Claim
+    budget: str
+    verdict: V.Verdict
+    table_md: Path
+
+
+Cells = dict[tuple[str, str], dict[str, str]]  # (row, column) -> the csv line
+
+
+def load_claims(key: str, conf_dir: Path = CONF_DIR) -> list[Claim]:
+    """The claims of ``conf/table/<key>.yaml`` (empty when it has none); a malformed claim raises ClaimError."""
+    raw = OmegaConf.to_container(OmegaConf.load(conf_dir / "table" / f"{key}.yaml"), resolve=True)
+    claims = []
+    for i, c in enumerate(raw.get("claims") or []):
+        missing = {"id", "text", "where", "check"} - set(c)
+        if missing:
+            raise ClaimError(f"{key}: claim #{i} lacks {sorted(missing)}")
+        if c["check"].get("kind") not in KINDS:
+            raise ClaimError(f"{key}: claim {c['id']!r} kind={c['check'].get('kind')!r}; valid: {', '.join(KINDS)}")
+        claims.append(Claim(key, str(c["id"]), str(c["text"]), str(c["where"]), dict(c["check"])))
+    return claims
+
+
+def table_csv(results: Path, key: str, budget: str) -> Path:
+    """Where the table engine writes ``key`` at ``budget``."""
+    paper, name = key.split("/", 1)
+    return results / paper / f"{name}.csv" if budget == "paper" else results / paper / budget / f"{name}.csv"
+
+
+def read_cells(path: Path) -> Cells:
+    with path.open(newline="") as f:
+        return {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+
+
+def _float(v: str | None) -> float:
+    try:
+        return float(v) if v not in (None, "") else math.nan
+    except ValueError:
+        return math.nan
+
+
+def _cell(cells: Cells, ref: dict[str, str], claim: Claim) -> dict[str, str]:
+    key = (str(ref["row"]), str(ref["column"]))
+    if key not in cells:
+        rows = sorted({r for r, _ in cells})
+        raise ClaimError(f"{claim.table}: claim {claim.id!r} names cell {key}, not in the table (rows: {rows})")
+    return cells[key]
+
+
+def _stats(cells: Cells, ref: dict[str, str], claim: Claim) -> V.CellStats:
+    line = _cell(cells, ref, claim)
+    n = int(_float(line.get("n")) if not math.isnan(_float(line.get("n"))) else 0)
+    return V.CellStats(_float(line.get("ours_mean")), _float(line.get("ours_std")), n)
+
+
+def check_claim(claim: Claim, cells: Cells) -> V.Verdict:
+    """The verdict of one claim on one table's cells."""
+    c = claim.check
+    level = float(c.get("level", 0.95))
+    kind = c["kind"]
+    if kind == "difference":
+        return V.difference(_stats(cells, c["a"], claim), _stats(cells, c["b"], claim), c["sign"], level,
+                            float(c.get("margin", 0.0)))
+    if kind == "spread_ratio":
+        return V.spread_ratio(_stats(cells, c["a"], claim), _stats(cells, c["b"], claim), c["sign"], level)
+    if kind == "ordering":
+        return V.ordering([_stats(cells, r, claim) for r in c["cells"]], c["direction"], level)
+    if kind == "trend":
+        return V.trend([float(x) for x in c["x"]], [_stats(cells, r, claim) for r in c["cells"]], c["direction"],
+                       level)
+    target = c["target"]
+    if target == "paper":
+        target = _float(_cell(cells, c["a"], claim).get("paper_mean"))
+        if math.isnan(target):
+            raise ClaimError(f"{claim.table}: claim {claim.id!r} has target: paper, but row {c['a']['row']!r} has no "
+                             "paper value for that column in the table")
+    return V.within(_stats(cells, c["a"], claim), float(target), float(c["tol"]), level, bool(c.get("exact", False)))
+
+
+def check_all(results: Path, conf_dir: Path = CONF_DIR) -> list[Checked]:
+    """Every claim of every table spec at every budget whose table csv exists."""
+    out = []
+    for key in available_tables(conf_dir):
+        claims = load_claims(key, conf_dir)
+        for budget in BUDGETS:
+            path = table_csv(results, key, budget)
+            if not claims or budget == "smoke" or not path.exists():
+                continue
+            cells = read_cells(path)
+            out.extend(Checked(cl, budget, check_claim(cl, cells), path.with_suffix(".md")) for cl in claims)
+    return out
+
+
+def unchecked(results: Path, conf_dir: Path = CONF_DIR) -> list[Claim]:
+    """Claims whose table is committed at no budget (they are listed, not silently dropped)."""
+    return [cl for key in available_tables(conf_dir) for cl in load_claims(key, conf_dir)
+            if not any(table_csv(results, key, b).exists() for b in BUDGETS if b != "smoke")]

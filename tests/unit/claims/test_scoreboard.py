@@ -1,0 +1,119 @@
+"""Claims scoreboard (oscrepro/claims/scoreboard.py, __main__.py) on a synthetic spec and committed tables whose
+verdicts are known: holds, contradicted, inconclusive (thin evidence, straddling interval), not built, and the
+errors a malformed claim gives."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import yaml
+
+from oscrepro.claims.__main__ import main
+from oscrepro.claims.scoreboard import ClaimError, check_all, load_claims, unchecked
+
+
+def _cell(row: str) -> dict:
+    return {"row": row, "column": "acc"}
+
+
+def _diff(cid: str, a: str, b: str) -> dict:
+    return {"id": cid, "text": f"{a} beats {b}", "where": "T1",
+            "check": {"kind": "difference", "a": _cell(a), "b": _cell(b), "sign": ">"}}
+
+
+SPEC = yaml.safe_dump({
+    "paper": "toy", "title": "Toy", "experiment": "x", "seeds": {"paper": 3, "cpu": 3, "smoke": 1},
+    "rows": [{"label": "A"}, {"label": "B"}, {"label": "C"}],
+    "columns": [{"name": "acc", "label": "Acc", "metric": "test/acc"}],
+    "claims": [_diff("a-above-b", "A", "B"), _diff("b-above-a", "B", "A"), _diff("c-above-b", "C", "B"),
+               {"id": "a-is-paper", "text": "A as in the paper", "where": "T1",
+                "check": {"kind": "within", "a": _cell("A"), "target": "paper", "tol": 1.0}},
+               {"id": "trend", "text": "B < A < C", "where": "T1",
+                "check": {"kind": "ordering", "cells": [_cell("B"), _cell("A"), _cell("C")],
+                          "direction": "increasing"}}]}, sort_keys=False, allow_unicode=True)
+
+
+def write_table(path: Path, cells: dict[str, tuple[float, float, int]], paper: dict[str, float]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["row", "column", "ours_mean", "ours_std", "ours_count", "n", "n_diverged", "n_failed",
+                    "n_missing", "paper_mean", "paper_std", "budget"])
+        for row, (m, s, n) in cells.items():
+            w.writerow([row, "acc", m, s, "", n, 0, 0, 0, paper.get(row, "nan"), "nan", "cpu"])
+
+
+@pytest.fixture()
+def tree(tmp_path: Path) -> tuple[Path, Path]:
+    conf, results = tmp_path / "conf", tmp_path / "results"
+    (conf / "table" / "toy").mkdir(parents=True)
+    (conf / "table" / "toy" / "t.yaml").write_text(SPEC)
+    return conf, results
+
+
+def verdicts(results: Path, conf: Path) -> dict[tuple[str, str], str]:
+    return {(c.claim.id, c.budget): c.verdict.status for c in check_all(results, conf)}
+
+
+def test_known_verdicts_per_budget(tree: tuple[Path, Path]) -> None:
+    conf, results = tree
+    # cpu: A clearly above B, C straddles B, A matches the paper's 90 within its interval
+    write_table(results / "toy" / "cpu" / "t.csv", {"A": (90.0, 0.2, 3), "B": (80.0, 0.2, 3), "C": (80.5, 2.0, 3)},
+                {"A": 90.1})
+    # paper budget: one seed each -> every claim inconclusive (no interval)
+    write_table(results / "toy" / "t.csv", {"A": (90.0, float("nan"), 1), "B": (80.0, float("nan"), 1),
+                                            "C": (95.0, float("nan"), 1)}, {"A": 90.1})
+    v = verdicts(results, conf)
+    assert v[("a-above-b", "cpu")] == "holds"
+    assert v[("b-above-a", "cpu")] == "contradicted"
+    assert v[("c-above-b", "cpu")] == "inconclusive"  # interval spans zero
+    assert v[("a-is-paper", "cpu")] == "holds"
+    assert v[("trend", "cpu")] == "contradicted"  # C (80.5) is clearly below A (90): one reversed link
+    assert all(s == "inconclusive" for (cid, b), s in v.items() if b == "paper"), v
+
+
+def test_ordering_inconclusive_when_a_link_overlaps_and_paper_target_needs_a_value(tree: tuple[Path, Path]) -> None:
+    conf, results = tree
+    table = results / "toy" / "cpu" / "t.csv"
+    write_table(table, {"A": (90.0, 0.2, 3), "B": (80.0, 0.2, 3), "C": (90.5, 2.0, 3)}, {"A": 90.0})
+    assert verdicts(results, conf)[("trend", "cpu")] == "inconclusive"
+    write_table(table, {"A": (90.0, 0.2, 3), "B": (80.0, 0.2, 3), "C": (90.5, 2.0, 3)}, {})
+    with pytest.raises(ClaimError, match="target: paper, but row 'A' has no paper value"):
+        check_all(results, conf)
+
+
+def test_unbuilt_table_is_listed_not_dropped_and_scoreboard_counts(tree: tuple[Path, Path], capsys) -> None:
+    conf, results = tree
+    assert check_all(results, conf) == []
+    assert [c.id for c in unchecked(results, conf)] == ["a-above-b", "b-above-a", "c-above-b", "a-is-paper", "trend"]
+    write_table(results / "toy" / "cpu" / "t.csv", {"A": (90.0, 0.2, 3), "B": (80.0, 0.2, 3), "C": (95.0, 0.2, 3)},
+                {"A": 90.1})
+    import oscrepro.claims.__main__ as cli
+
+    cli.check_all = lambda r: check_all(r, conf)  # type: ignore[assignment]
+    cli.unchecked = lambda r: unchecked(r, conf)  # type: ignore[assignment]
+    try:
+        main(["--results-dir", str(results)])
+    finally:
+        import importlib
+
+        importlib.reload(cli)
+    text = (results / "CLAIMS.md").read_text()
+    assert "**Summary:** 4 holds, 1 contradicted, 0 inconclusive" in text
+    assert "[toy/t](toy/cpu/t.md)" in text and "✅ holds" in text and "❌ contradicted" in text
+    assert "4 holds, 1 contradicted, 0 inconclusive" in capsys.readouterr().out
+
+
+def test_malformed_claims_are_one_clear_error(tree: tuple[Path, Path]) -> None:
+    conf, results = tree
+    path = conf / "table" / "toy" / "t.yaml"
+    path.write_text(SPEC.replace("kind: ordering", "kind: monotone"))
+    assert "kind: monotone" in path.read_text()
+    with pytest.raises(ClaimError, match="kind='monotone'; valid: difference, ordering"):
+        load_claims("toy/t", conf)
+    path.write_text(SPEC.replace("row: C", "row: D"))
+    write_table(results / "toy" / "cpu" / "t.csv", {"A": (90.0, 0.2, 3), "B": (80.0, 0.2, 3), "C": (95.0, 0.2, 3)}, {})
+    with pytest.raises(ClaimError, match=r"names cell \('D', 'acc'\), not in the table"):
+        check_all(results, conf)
