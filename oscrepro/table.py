@@ -29,6 +29,20 @@ from oscrepro.utils.suggest import unknown_key_message
 log = logging.getLogger("oscrepro.table")
 
 
+def refresh_claims(key: str, budget: str, results: Path) -> None:
+    """Re-check the claims of the table just rendered and write its claims section (results/CLAIMS.md is
+    rewritten by ``make claims``)."""
+    from oscrepro.claims.__main__ import write_table_sections
+    from oscrepro.claims.scoreboard import Checked, check_claim, load_claims, read_cells, table_csv
+
+    csv_path = table_csv(results, key, budget)
+    claims = load_claims(key)
+    if claims and budget != "smoke" and csv_path.exists():
+        cells = read_cells(csv_path)
+        write_table_sections([Checked(c, budget, check_claim(c, cells), csv_path.with_suffix(".md")) for c in claims],
+                             results / "CLAIMS.md")
+
+
 def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extra: list[str] | None = None,
                 results_dir: str | Path | None = None, workers: int | None = None, variant: str | None = None,
                 render_only: bool = False) -> Path:
@@ -59,6 +73,8 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         kwargs.update((spec.analysis.get("budgets") or {}).get(budget, {}))
         columns, rows, notes = fn(out_dir=out_dir, budget=budget, results_dir=results, **kwargs)
         path = render_analysis_table(spec, budget, columns, rows, out_dir, notes)
+        if not variant:
+            refresh_claims(key, budget, results)
         print(f"[table {key}] wrote {path} and {path.with_suffix('.csv')}", flush=True)
         return path
 
@@ -99,6 +115,8 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         label = f" (variant `{variant}`)" if variant else ""
         notes = [f"**Overrides of every run{label}:** `{' '.join(user_extra)}`", *notes]
     path = render_runs_table(spec, budget, agg, out_dir, data, dict(statuses), notes)
+    if not variant:
+        refresh_claims(key, budget, results)
     print(f"[table {key}] wrote {path} and {path.with_suffix('.csv')}", flush=True)
     return path
 

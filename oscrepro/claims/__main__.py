@@ -51,6 +51,33 @@ def render(checked: list[Checked], not_built: list, results: Path) -> str:
     return "\n".join(lines)
 
 
+BEGIN, END = "<!-- claims: make claims -->", "<!-- /claims -->"
+
+
+def table_section(rows: list[Checked], scoreboard: Path) -> str:
+    """The claims section of one table's .md (between BEGIN and END markers, rewritten by every ``make claims``)."""
+    lines = [BEGIN, "", "## Claims", "",
+             "The paper's claims on this table, checked on the numbers above (`make claims`; all papers: "
+             f"[CLAIMS.md]({os.path.relpath(scoreboard, rows[0].table_md.parent)})).", "",
+             "| claim | where | verdict | numbers |", "|---|---|---|---|"]
+    lines += [f"| {c.claim.text} | {c.claim.where} | {MARK[c.verdict.status]} | {c.verdict.detail} |" for c in rows]
+    return "\n".join([*lines, "", END])
+
+
+def write_table_sections(checked: list[Checked], scoreboard: Path) -> None:
+    """Put (or replace) each checked table's claims section at the end of its .md."""
+    by_md: dict[Path, list[Checked]] = defaultdict(list)
+    for c in checked:
+        by_md[c.table_md].append(c)
+    for md, rows in by_md.items():
+        if not md.exists():
+            continue
+        text = md.read_text()
+        if BEGIN in text:
+            text = text[: text.index(BEGIN)].rstrip("\n") + text[text.index(END) + len(END):]
+        atomic_write_text(md, text.rstrip("\n") + "\n\n" + table_section(rows, scoreboard) + "\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m oscrepro.claims", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -61,6 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     out = results / "CLAIMS.md"
     results.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, render(checked, not_built, results) + "\n")
+    write_table_sections(checked, out)
     counts = Counter(c.verdict.status for c in checked)
     print(f"[claims] wrote {out}: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES), flush=True)
 

@@ -90,12 +90,14 @@ def test_unbuilt_table_is_listed_not_dropped_and_scoreboard_counts(tree: tuple[P
     assert [c.id for c in unchecked(results, conf)] == ["a-above-b", "b-above-a", "c-above-b", "a-is-paper", "trend"]
     write_table(results / "toy" / "cpu" / "t.csv", {"A": (90.0, 0.2, 3), "B": (80.0, 0.2, 3), "C": (95.0, 0.2, 3)},
                 {"A": 90.1})
+    (results / "toy" / "cpu" / "t.md").write_text("# toy table\n\n| A | B |\n")
     import oscrepro.claims.__main__ as cli
 
     cli.check_all = lambda r: check_all(r, conf)  # type: ignore[assignment]
     cli.unchecked = lambda r: unchecked(r, conf)  # type: ignore[assignment]
     try:
         main(["--results-dir", str(results)])
+        main(["--results-dir", str(results)])  # the table's section is replaced, not appended again
     finally:
         import importlib
 
@@ -104,6 +106,9 @@ def test_unbuilt_table_is_listed_not_dropped_and_scoreboard_counts(tree: tuple[P
     assert "**Summary:** 4 holds, 1 contradicted, 0 inconclusive" in text
     assert "[toy/t](toy/cpu/t.md)" in text and "✅ holds" in text and "❌ contradicted" in text
     assert "4 holds, 1 contradicted, 0 inconclusive" in capsys.readouterr().out
+    table_md = (results / "toy" / "cpu" / "t.md").read_text()
+    assert table_md.startswith("# toy table") and table_md.count("## Claims") == 1
+    assert "[CLAIMS.md](../../CLAIMS.md)" in table_md and table_md.count("❌ contradicted") == 1
 
 
 def test_malformed_claims_are_one_clear_error(tree: tuple[Path, Path]) -> None:
