@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,15 +79,33 @@ def table_csv(results: Path, key: str, budget: str) -> Path:
 
 
 def read_cells(path: Path) -> Cells:
+    """Cells of a runs table (row, column, ours_mean, ours_std, n) or of an analysis table (any header: the row is
+    the first column's value, or "first | second" where the first repeats; every other column is a one-value cell,
+    n = 1, checkable by ``exact`` claims only)."""
     with path.open(newline="") as f:
-        return {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+        lines = list(csv.DictReader(f))
+    if not lines or "ours_mean" in lines[0]:
+        return {(r["row"], r["column"]): r for r in lines}
+    first, *rest = list(lines[0])
+    keys = [r[first] for r in lines]
+    if len(set(keys)) < len(keys) and rest:
+        keys = [f"{r[first]} | {r[rest[0]]}" for r in lines]
+    return {(k, col): {"ours_mean": r[col], "ours_std": "", "n": "1"} for k, r in zip(keys, lines, strict=True)
+            for col in rest}
+
+
+NUMBER = re.compile(r"[-+−]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 def _float(v: str | None) -> float:
-    try:
-        return float(v) if v not in (None, "") else math.nan
-    except ValueError:
+    """A cell's number: plain floats, and rendered ones ("1,011,834", "+0", "+0.11 %", "−3.2")."""
+    if v in (None, ""):
         return math.nan
+    try:
+        return float(v)
+    except ValueError:
+        m = NUMBER.search(str(v).replace(",", ""))
+        return float(m.group().replace("−", "-")) if m else math.nan
 
 
 def _cell(cells: Cells, ref: dict[str, str], claim: Claim) -> dict[str, str]:

@@ -122,3 +122,16 @@ def test_malformed_claims_are_one_clear_error(tree: tuple[Path, Path]) -> None:
     write_table(results / "toy" / "cpu" / "t.csv", {"A": (90.0, 0.2, 3), "B": (80.0, 0.2, 3), "C": (95.0, 0.2, 3)}, {})
     with pytest.raises(ClaimError, match=r"names cell \('D', 'acc'\), not in the table"):
         check_all(results, conf)
+
+
+def test_analysis_tables_are_read_by_first_column_and_rendered_numbers(tmp_path: Path) -> None:
+    """An analysis table's csv: the first column names the row ("first | second" where it repeats), rendered
+    numbers ("1,011,834", "+0", "−3.2") parse, and each cell has n = 1 (only exact claims can be decided)."""
+    from oscrepro.claims.scoreboard import _float, read_cells
+
+    path = tmp_path / "t.csv"
+    path.write_text('Model,Corpus,Params,Δ\nFSN,enwik8,"1,011,834",+0\nFSN,code,"973,818",−3.2\nMF,enwik8,5,1\n')
+    cells = read_cells(path)
+    assert _float(cells[("FSN | enwik8", "Params")]["ours_mean"]) == 1011834
+    assert _float(cells[("FSN | code", "Δ")]["ours_mean"]) == -3.2
+    assert cells[("MF | enwik8", "Δ")]["n"] == "1" and _float("—") != _float("—")  # a dash is not a number
