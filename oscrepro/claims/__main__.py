@@ -64,6 +64,14 @@ def table_section(rows: list[Checked], scoreboard: Path) -> str:
     return "\n".join([*lines, "", END])
 
 
+def strip_section(md: Path) -> None:
+    """Remove a claims section left in a table's .md whose spec no longer has claims."""
+    text = md.read_text()
+    if BEGIN in text:
+        atomic_write_text(md, text[: text.index(BEGIN)].rstrip("\n") + text[text.index(END) + len(END):].rstrip("\n")
+                          + "\n")
+
+
 def write_table_sections(checked: list[Checked], scoreboard: Path) -> None:
     """Put (or replace) each checked table's claims section at the end of its .md."""
     by_md: dict[Path, list[Checked]] = defaultdict(list)
@@ -89,6 +97,10 @@ def main(argv: list[str] | None = None) -> None:
     results.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, render(checked, not_built, results) + "\n")
     write_table_sections(checked, out)
+    kept = {c.table_md for c in checked}
+    for md in results.rglob("*.md"):  # a table whose spec lost its claims keeps no stale section
+        if md not in kept and md.name != "CLAIMS.md" and md.is_file():
+            strip_section(md)
     counts = Counter(c.verdict.status for c in checked)
     print(f"[claims] wrote {out}: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES), flush=True)
 
