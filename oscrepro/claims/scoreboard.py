@@ -12,7 +12,9 @@ stands, and a checkable form over the table's cells (``row`` label x ``column`` 
 
 Check kinds (:mod:`oscrepro.claims.verdict`): ``difference`` (a, b, sign, margin), ``ordering`` (cells,
 direction), ``trend`` (cells, x, direction), ``within`` (a, target: a number or ``paper`` = the row's reference
-value, tol, exact), ``spread_ratio`` (a, b, sign). Each claim is checked at every budget whose table is committed
+value, tol, exact), ``spread_ratio`` (a, b, sign). An optional ``budgets: [paper]`` keeps a claim from being judged on
+runs that cannot answer it (e.g. cpu runs still in the unigram regime). Each claim is checked at every budget whose
+table is committed
 (``results/<paper>/<name>.csv`` for ``paper``, ``results/<paper>/<budget>/<name>.csv`` otherwise): nothing is
 trained. ``python -m oscrepro.claims`` (``make claims``) writes ``results/CLAIMS.md``.
 """
@@ -45,6 +47,7 @@ class Claim:
     text: str
     where: str
     check: dict[str, Any]
+    budgets: tuple[str, ...] = ("cpu", "paper")  # where a verdict means something (e.g. not on unigram-regime runs)
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,10 @@ def load_claims(key: str, conf_dir: Path = CONF_DIR) -> list[Claim]:
             raise ClaimError(f"{key}: claim #{i} lacks {sorted(missing)}")
         if c["check"].get("kind") not in KINDS:
             raise ClaimError(f"{key}: claim {c['id']!r} kind={c['check'].get('kind')!r}; valid: {', '.join(KINDS)}")
-        claims.append(Claim(key, str(c["id"]), str(c["text"]), str(c["where"]), dict(c["check"])))
+        budgets = tuple(c.get("budgets") or ("cpu", "paper"))
+        if not set(budgets) <= set(BUDGETS) - {"smoke"}:
+            raise ClaimError(f"{key}: claim {c['id']!r} budgets={list(budgets)}; valid: cpu, paper")
+        claims.append(Claim(key, str(c["id"]), str(c["text"]), str(c["where"]), dict(c["check"]), budgets))
     return claims
 
 
@@ -83,7 +89,7 @@ def read_cells(path: Path) -> Cells:
     the first column's value, or "first | second" where the first repeats; every other column is a one-value cell,
     n = 1, checkable by ``exact`` claims only)."""
     with path.open(newline="") as f:
-        lines = list(csv.DictReader(f))
+        lines = list(csv.DictReader(line for line in f if not line.startswith("#")))  # provenance comment lines
     if not lines or "ours_mean" in lines[0]:
         return {(r["row"], r["column"]): r for r in lines}
     first, *rest = list(lines[0])
@@ -94,7 +100,7 @@ def read_cells(path: Path) -> Cells:
             for col in rest}
 
 
-NUMBER = re.compile(r"[-+−]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+NUMBER = re.compile(r"\s*[-+−]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 def _float(v: str | None) -> float:
@@ -104,8 +110,8 @@ def _float(v: str | None) -> float:
     try:
         return float(v)
     except ValueError:
-        m = NUMBER.search(str(v).replace(",", ""))
-        return float(m.group().replace("−", "-")) if m else math.nan
+        m = NUMBER.match(str(v).replace(",", ""))  # a leading number only: "not reached (0/1)" is no number
+        return float(m.group().strip().replace("−", "-")) if m else math.nan
 
 
 def _cell(cells: Cells, ref: dict[str, str], claim: Claim) -> dict[str, str]:
@@ -156,11 +162,12 @@ def check_all(results: Path, conf_dir: Path = CONF_DIR) -> list[Checked]:
             if not claims or budget == "smoke" or not path.exists():
                 continue
             cells = read_cells(path)
-            out.extend(Checked(cl, budget, check_claim(cl, cells), path.with_suffix(".md")) for cl in claims)
+            out.extend(Checked(cl, budget, check_claim(cl, cells), path.with_suffix(".md")) for cl in claims
+                       if budget in cl.budgets)
     return out
 
 
 def unchecked(results: Path, conf_dir: Path = CONF_DIR) -> list[Claim]:
     """Claims whose table is committed at no budget (they are listed, not silently dropped)."""
     return [cl for key in available_tables(conf_dir) for cl in load_claims(key, conf_dir)
-            if not any(table_csv(results, key, b).exists() for b in BUDGETS if b != "smoke")]
+            if not any(table_csv(results, key, b).exists() for b in cl.budgets)]

@@ -135,3 +135,26 @@ def test_analysis_tables_are_read_by_first_column_and_rendered_numbers(tmp_path:
     assert _float(cells[("FSN | enwik8", "Params")]["ours_mean"]) == 1011834
     assert _float(cells[("FSN | code", "Δ")]["ours_mean"]) == -3.2
     assert cells[("MF | enwik8", "Δ")]["n"] == "1" and _float("—") != _float("—")  # a dash is not a number
+
+
+def test_budgets_restrict_where_a_claim_is_judged(tree: tuple[Path, Path]) -> None:
+    """budgets: [paper] -> a committed cpu table does not judge the claim; it is listed as not built until the
+    paper-budget table exists. Comment lines of a csv and non-numbers ("not reached (0/1)") are no data."""
+    from oscrepro.claims.scoreboard import _float
+
+    conf, results = tree
+    path = conf / "table" / "toy" / "t.yaml"
+    path.write_text(SPEC.replace("  where: T1\n", "  where: T1\n  budgets: [paper]\n", 1))
+    assert load_claims("toy/t", conf)[0].budgets == ("paper",)
+    write_table(results / "toy" / "cpu" / "t.csv", {"A": (90.0, 0.2, 3), "B": (80.0, 0.2, 3), "C": (95.0, 0.2, 3)},
+                {"A": 90.1})
+    assert ("a-above-b", "cpu") not in verdicts(results, conf)
+    assert [c.id for c in unchecked(results, conf)] == ["a-above-b"]
+    paper_csv = results / "toy" / "t.csv"
+    write_table(paper_csv, {"A": (90.0, 0.2, 3), "B": (80.0, 0.2, 3), "C": (95.0, 0.2, 3)}, {"A": 90.1})
+    paper_csv.write_text("# git_commit: abc\n" + paper_csv.read_text())
+    assert verdicts(results, conf)[("a-above-b", "paper")] == "holds"
+    assert _float("not reached (0/1)") != _float("not reached (0/1)")
+    path.write_text(SPEC.replace("  where: T1\n", "  where: T1\n  budgets: [smoke]\n", 1))
+    with pytest.raises(ClaimError, match="budgets=\\['smoke'\\]; valid: cpu, paper"):
+        load_claims("toy/t", conf)
