@@ -32,8 +32,14 @@ log = logging.getLogger("oscrepro.table")
 def refresh_claims(key: str, budget: str, results: Path) -> None:
     """Re-check the claims of the table just rendered and write its claims section (results/CLAIMS.md is
     rewritten by ``make claims``)."""
-    from oscrepro.claims.__main__ import write_table_sections
-    from oscrepro.claims.scoreboard import Checked, check_claim, load_claims, read_cells, table_csv
+    from oscrepro.claims.scoreboard import (
+        Checked,
+        check_claim,
+        load_claims,
+        read_cells,
+        table_csv,
+        write_table_sections,
+    )
 
     csv_path = table_csv(results, key, budget)
     claims = load_claims(key)

@@ -101,10 +101,6 @@ _FORWARD = CompiledPair("FSN forward", field_planes, project)
 _BACKWARD = CompiledPair("FSN backward", dout_planes, input_grads)
 
 
-def _stages(pair: CompiledPair, compiled: bool) -> tuple:
-    return pair.get(compiled and not pair.broken)
-
-
 class FusedKernel(torch.autograd.Function):
     """harmonics -> field -> strict aggregation -> projection, a = sum_n Im[conj(z^n) (A_strict V^n)], with a
     hand-written backward. Inputs: z = zr + i zi as real planes (B, T, k) each, q (pre-scaled by 1/tau) and k
@@ -120,7 +116,7 @@ class FusedKernel(torch.autograd.Function):
         b, h, t, e = q.shape
         zr, zi = zr.contiguous(), zi.contiguous()  # (B, T, k)
         wr, wi = w.real.contiguous(), w.imag.contiguous()  # (fields, N, k)
-        prologue, epilogue = _stages(_FORWARD, compiled)
+        prologue, epilogue = _FORWARD.get(compiled)
         field = prologue(zr, zi, wr, wi, n_harmonics)  # (B, T, 2, N, k)
         v = to_heads(field, h, -1).reshape(b * h, t, -1)  # (BH, T, 2 N kh)
         q3, k3 = q.reshape(b * h, t, e), k.reshape(b * h, t, e)
@@ -138,12 +134,12 @@ class FusedKernel(torch.autograd.Function):
         b, t, _, n_h, _ = o.shape
         h = q3.shape[0] // b
         da = da.contiguous()
-        prologue, epilogue = _stages(_BACKWARD, ctx.compiled)
+        prologue, epilogue = _BACKWARD.get(ctx.compiled)
         try:
             dout = prologue(zr, zi, da, n_h)
         except Exception as err:  # noqa: BLE001 -- a compile failure in the backward: eager from here on
             _BACKWARD.mark_broken(err)
-            prologue, epilogue = _stages(_BACKWARD, False)
+            prologue, epilogue = _BACKWARD.get(False)
             dout = prologue(zr, zi, da, n_h)
         dout = to_heads(dout, h, -1).reshape(b * h, t, -1)
         dq, dk, dv = strict_backward(q3, k3, v, probs, diag, dout, ddiag.reshape(b * h, t), ctx.causal, ctx.chunk)

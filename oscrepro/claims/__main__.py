@@ -12,11 +12,9 @@ import os
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from oscrepro.claims.scoreboard import Checked, check_all, unchecked
+from oscrepro.claims.scoreboard import MARK, Checked, check_all, strip_section, unchecked, write_table_sections
 from oscrepro.claims.verdict import STATUSES
 from oscrepro.utils.run_record import atomic_write_text
-
-MARK = {"holds": "✅ holds", "contradicted": "❌ contradicted", "inconclusive": "❔ inconclusive"}
 
 
 def render(checked: list[Checked], not_built: list, results: Path) -> str:
@@ -49,41 +47,6 @@ def render(checked: list[Checked], not_built: list, results: Path) -> str:
                          f"`{cl.table}` |")
         lines.append("")
     return "\n".join(lines)
-
-
-BEGIN, END = "<!-- claims: make claims -->", "<!-- /claims -->"
-
-
-def table_section(rows: list[Checked], scoreboard: Path) -> str:
-    """The claims section of one table's .md (between BEGIN and END markers, rewritten by every ``make claims``)."""
-    lines = [BEGIN, "", "## Claims", "",
-             "The paper's claims on this table, checked on the numbers above (`make claims`; all papers: "
-             f"[CLAIMS.md]({os.path.relpath(scoreboard, rows[0].table_md.parent)})).", "",
-             "| claim | where | verdict | numbers |", "|---|---|---|---|"]
-    lines += [f"| {c.claim.text} | {c.claim.where} | {MARK[c.verdict.status]} | {c.verdict.detail} |" for c in rows]
-    return "\n".join([*lines, "", END])
-
-
-def strip_section(md: Path) -> None:
-    """Remove a claims section left in a table's .md whose spec no longer has claims."""
-    text = md.read_text()
-    if BEGIN in text:
-        atomic_write_text(md, text[: text.index(BEGIN)].rstrip("\n") + text[text.index(END) + len(END):].rstrip("\n")
-                          + "\n")
-
-
-def write_table_sections(checked: list[Checked], scoreboard: Path) -> None:
-    """Put (or replace) each checked table's claims section at the end of its .md."""
-    by_md: dict[Path, list[Checked]] = defaultdict(list)
-    for c in checked:
-        by_md[c.table_md].append(c)
-    for md, rows in by_md.items():
-        if not md.exists():
-            continue
-        text = md.read_text()
-        if BEGIN in text:
-            text = text[: text.index(BEGIN)].rstrip("\n") + text[text.index(END) + len(END):]
-        atomic_write_text(md, text.rstrip("\n") + "\n\n" + table_section(rows, scoreboard) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import re
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from omegaconf import OmegaConf
 
 from oscrepro.claims import verdict as V
 from oscrepro.tables.spec import BUDGETS, CONF_DIR, available_tables
+from oscrepro.utils.run_record import atomic_write_text
 
 KINDS = ("difference", "ordering", "trend", "within", "spread_ratio")
 
@@ -171,3 +174,41 @@ def unchecked(results: Path, conf_dir: Path = CONF_DIR) -> list[Claim]:
     """Claims whose table is committed at no budget (they are listed, not silently dropped)."""
     return [cl for key in available_tables(conf_dir) for cl in load_claims(key, conf_dir)
             if not any(table_csv(results, key, b).exists() for b in cl.budgets)]
+
+
+MARK = {"holds": "✅ holds", "contradicted": "❌ contradicted", "inconclusive": "❔ inconclusive"}
+
+
+BEGIN, END = "<!-- claims: make claims -->", "<!-- /claims -->"
+
+
+def table_section(rows: list[Checked], scoreboard: Path) -> str:
+    """The claims section of one table's .md (between BEGIN and END markers, rewritten by every ``make claims``)."""
+    lines = [BEGIN, "", "## Claims", "",
+             "The paper's claims on this table, checked on the numbers above (`make claims`; all papers: "
+             f"[CLAIMS.md]({os.path.relpath(scoreboard, rows[0].table_md.parent)})).", "",
+             "| claim | where | verdict | numbers |", "|---|---|---|---|"]
+    lines += [f"| {c.claim.text} | {c.claim.where} | {MARK[c.verdict.status]} | {c.verdict.detail} |" for c in rows]
+    return "\n".join([*lines, "", END])
+
+
+def strip_section(md: Path) -> None:
+    """Remove a claims section left in a table's .md whose spec no longer has claims."""
+    text = md.read_text()
+    if BEGIN in text:
+        atomic_write_text(md, text[: text.index(BEGIN)].rstrip("\n") + text[text.index(END) + len(END):].rstrip("\n")
+                          + "\n")
+
+
+def write_table_sections(checked: list[Checked], scoreboard: Path) -> None:
+    """Put (or replace) each checked table's claims section at the end of its .md."""
+    by_md: dict[Path, list[Checked]] = defaultdict(list)
+    for c in checked:
+        by_md[c.table_md].append(c)
+    for md, rows in by_md.items():
+        if not md.exists():
+            continue
+        text = md.read_text()
+        if BEGIN in text:
+            text = text[: text.index(BEGIN)].rstrip("\n") + text[text.index(END) + len(END):]
+        atomic_write_text(md, text.rstrip("\n") + "\n\n" + table_section(rows, scoreboard) + "\n")
