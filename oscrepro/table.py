@@ -49,6 +49,27 @@ def refresh_claims(key: str, budget: str, results: Path) -> None:
                              results / "CLAIMS.md")
 
 
+def matched_widths(spec: TableSpec, budget: str, extra: list[str]) -> tuple[TableSpec, list[str]]:
+    """The spec with each row's knob set by its ``match`` (parameter counts within the tolerance of the reference
+    row's; ``oscrepro.leaderboard.match``) and the header notes that say so; the spec unchanged without ``match``."""
+    notes = []
+    if spec.budget_map.get(budget):
+        notes.append(f"**Runs at budget `{spec.budget_map[budget]}`** when this table is built at `{budget}` "
+                     f"(`budget_map` in {spec.path.name})")
+    if not spec.match:
+        return spec, notes
+    from oscrepro.leaderboard.match import with_matched_rows
+
+    spec, matched = with_matched_rows(spec, budget, extra)
+    knob = spec.match["knob"]
+    notes.append(f"**Matched parameters:** `{knob}` set per row so that each model is within "
+                 f"{100 * float(spec.match.get('tolerance', 0.01)):.0f} % of the `{spec.match['reference']}` "
+                 f"model's {matched[0].target:,} parameters (counted on the built model): "
+                 + "; ".join(f"{m.attention} {knob.split('.')[-1]}={m.d_ff} ({m.params:,}, {100 * m.rel_error:+.2f} %)"
+                             for m in matched))
+    return spec, notes
+
+
 def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extra: list[str] | None = None,
                 results_dir: str | Path | None = None, workers: int | None = None, variant: str | None = None,
                 render_only: bool = False) -> Path:
@@ -86,6 +107,7 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
 
     # one sweep-level progress line instead of a progress bar per run (the bar does not change the run id)
     user_extra = list(extra or [])
+    spec, width_notes = matched_widths(spec, budget, user_extra)
     extra = [f"paths.results_dir={results}", "trainer.enable_progress_bar=false", *user_extra]
     cells = plan(spec, budget, extra)
     runs = unique_runs(cells)
@@ -117,6 +139,7 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         post = get_method(spec.post["_target_"])
         notes += post(spec=spec, cells=agg, out_dir=out_dir, budget=budget, results_dir=results,
                       **{k: v for k, v in spec.post.items() if k != "_target_"})
+    notes = [*width_notes, *notes]
     if user_extra:
         label = f" (variant `{variant}`)" if variant else ""
         notes = [f"**Overrides of every run{label}:** `{' '.join(user_extra)}`", *notes]

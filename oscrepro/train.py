@@ -256,7 +256,8 @@ def _run(cfg: DictConfig, record: RunRecord | None, run_dir: Path, built: Built 
     that trains and tests in step with rank 0 and writes nothing; its errors propagate (rank 0 records the run)."""
     if record is None:
         return {**_fit_and_test(cfg, run_dir, rank0=False, loggers=[], built=built)[0], "status": "ok"}
-    record.start(cfg, {"run_id": run_dir.name, "experiment": str(cfg.experiment_name), **provenance()})
+    record.start(cfg, {"run_id": run_dir.name, "experiment": str(cfg.experiment_name),
+                       **provenance(str(cfg.trainer.get("accelerator", "")))})
     t0 = time.time()
     loggers: list[Logger] = []
     status, metrics, extra = "failed", {}, {}

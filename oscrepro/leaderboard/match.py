@@ -89,3 +89,70 @@ def match_all(backbone: str, dims: dict[str, int], mechanisms: tuple[str, ...] =
     base_ff = int(OmegaConf.load(CONF / "model" / f"{backbone}.yaml").d_ff)
     target = n_params(builder(backbone, reference, dims, **overrides)(base_ff))
     return [match_d_ff(builder(backbone, m, dims, **overrides), target, base_ff, m) for m in mechanisms]
+
+
+def _data_dims(cfg: Any, cache: dict[str, dict[str, int]]) -> dict[str, int]:
+    """The model dims a run of ``cfg`` gets from its data (``model_dims`` after ``setup("fit")``), cached per data
+    config: the rows of one task share their data."""
+    from oscrepro.data.base import model_dims
+    from oscrepro.data.integrity import instantiate_data, verifying
+
+    key = OmegaConf.to_yaml(cfg.data, resolve=True)
+    if key not in cache:
+        datamodule, verify = instantiate_data(cfg.data)
+        with verifying(verify):
+            datamodule.setup("fit")
+        cache[key] = model_dims(datamodule)
+    return cache[key]
+
+
+def match_rows(spec: Any, budget: str, extra: list[str] | None = None) -> list[Matched]:
+    """For a table spec with ``match`` (``oscrepro.tables.spec``): each row's knob (``model.d_ff``) that brings its
+    model within the tolerance of the reference row's count, as the row's first column composes it at ``budget``
+    (data dims from the data module, as training gets them). The reference keeps its own knob value."""
+    from oscrepro.tables.compose import compose_run
+
+    knob = str(spec.match["knob"])
+    if not knob.startswith("model."):
+        raise MatchError(f"{spec.key}: match.knob={knob!r} is not a model key (model.d_ff)")
+    tolerance = float(spec.match.get("tolerance", TOLERANCE))
+    col = spec.columns[0].name
+    dims_cache: dict[str, dict[str, int]] = {}
+
+    def row_builder(i: int) -> tuple[Callable[[int], nn.Module], int]:
+        cfg = compose_run([*spec.cell_overrides(i, col, budget, list(extra or [])), "seed=0"])
+        dims = _data_dims(cfg, dims_cache)
+        model_cfg = cfg.model
+        name = knob.split(".", 1)[1]
+
+        def build(value: int) -> nn.Module:
+            c = model_cfg.copy()
+            OmegaConf.update(c, name, int(value))
+            return instantiate(c, **dims)
+
+        return build, int(OmegaConf.select(model_cfg, name))
+
+    labels = [r.label for r in spec.rows]
+    ref = labels.index(spec.match["reference"])
+    ref_build, ref_value = row_builder(ref)
+    target = n_params(ref_build(ref_value))
+    out: list[Matched] = []
+    for i, label in enumerate(labels):
+        if i == ref:
+            out.append(Matched(label, ref_value, target, target))
+            continue
+        build, start = row_builder(i)
+        out.append(match_d_ff(build, target, start, label, tolerance))
+    return out
+
+
+def with_matched_rows(spec: Any, budget: str, extra: list[str] | None = None) -> tuple[Any, list[Matched]]:
+    """A copy of ``spec`` whose rows end in ``<knob>=<matched value>`` (the reference row's value is its own, so
+    its runs are the plain experiment's), and the matches."""
+    import copy
+
+    matched = match_rows(spec, budget, extra)
+    out = copy.deepcopy(spec)
+    for row, m in zip(out.rows, matched, strict=True):
+        row.overrides = [*row.overrides, f"{spec.match['knob']}={m.d_ff}"]
+    return out, matched

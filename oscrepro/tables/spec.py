@@ -14,6 +14,11 @@ callable (``_target_``) receives the aggregated cells and may add figures and he
 Paper reference values are data: ``rows[i].paper[<column name>]`` = ``[mean, std]`` or a number. They are
 rendered beside our numbers and never written into a reproduced column.
 
+Optional ``budget_map`` (``{cpu: paper}``) builds the table's runs at another budget than the one asked for (the
+leaderboard's SVA task runs at the paper budget when the board is built at ``cpu``: it fits this CPU). Optional
+``match`` (``{knob: model.d_ff, reference: <row label>, tolerance: 0.01}``) sets each row's knob so that its
+model's parameter count is within the tolerance of the reference row's (``oscrepro.leaderboard.match``).
+
 An *analysis* table (``kind: analysis``) names a callable (``_target_``) that computes its rows directly
 (e.g. Figure 2's Monte Carlo vs closed form).
 """
@@ -72,6 +77,8 @@ class TableSpec:
     post: dict[str, Any]  # optional post-processing callable over the aggregated cells (e.g. a fit + figure)
     source: str  # paper table/appendix reproduced
     path: Path
+    budget_map: dict[str, str] = field(default_factory=dict)  # asked budget -> the budget its runs use
+    match: dict[str, Any] = field(default_factory=dict)  # matched parameter counts across rows (see above)
 
     def seeds_for(self, budget: str) -> list[int]:
         return list(range(int(self.seeds[budget])))
@@ -81,7 +88,7 @@ class TableSpec:
         col = next(c for c in self.columns if c.name == col_name)
         row = self.rows[row_idx]
         experiment = col.experiment or row.experiment or self.experiment
-        return [f"experiment={experiment}", f"budget={budget}", f"table_name={self.key}",
+        return [f"experiment={experiment}", f"budget={self.budget_map.get(budget, budget)}", f"table_name={self.key}",
                 *row.overrides, *(o.format(**row.vars) for o in col.overrides), *extra]
 
 
@@ -107,7 +114,8 @@ def load_spec(key: str, conf_dir: Path = CONF_DIR) -> TableSpec:
         seeds={b: int(n) for b, n in (raw.get("seeds") or {b: 1 for b in BUDGETS}).items()},
         rows=[Row(**r) for r in raw.get("rows", [])], columns=cols,
         budget_notes=raw.get("budget_notes", {}), analysis=raw.get("analysis", {}), post=raw.get("post", {}),
-        source=raw.get("source", ""), path=path,
+        source=raw.get("source", ""), path=path, budget_map=dict(raw.get("budget_map") or {}),
+        match=dict(raw.get("match") or {}),
     )
     _validate(spec)
     return spec
@@ -127,6 +135,15 @@ def _validate(spec: TableSpec) -> None:
         for c in spec.columns:
             if c.delta is None and not (c.experiment or r.experiment or spec.experiment):
                 raise SpecError(f"{where}: no experiment for cell ({r.label!r}, {c.name!r})")
+    bad = {k: v for k, v in spec.budget_map.items() if k not in BUDGETS or v not in BUDGETS}
+    if bad:
+        raise SpecError(f"{where}: budget_map {bad}: budgets are {', '.join(BUDGETS)}")
+    if spec.match:
+        unknown_keys = set(spec.match) - {"knob", "reference", "tolerance"}
+        labels = [r.label for r in spec.rows]
+        if unknown_keys or "knob" not in spec.match or spec.match.get("reference") not in labels:
+            raise SpecError(f"{where}: match needs knob (e.g. model.d_ff) and reference (a row label: "
+                            f"{', '.join(labels)}); got {spec.match}")
     missing = [b for b in BUDGETS if b not in spec.seeds]
     if missing:
         raise SpecError(f"{where}: seeds missing for budgets {missing}")

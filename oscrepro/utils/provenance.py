@@ -31,9 +31,11 @@ def git_commit() -> str:
         return "unknown"
 
 
-def device_name() -> str:
-    """Human-readable compute device: the CUDA device name, else the CPU model and core count."""
-    if torch.cuda.is_available():
+def device_name(accelerator: str | None = None) -> str:
+    """Human-readable compute device: the CUDA device name, else the CPU model and core count. With
+    ``accelerator="cpu"`` (a run's ``trainer.accelerator``) the CPU even where a GPU is present: a CPU run on a GPU
+    machine was trained by the CPU."""
+    if accelerator != "cpu" and torch.cuda.is_available():
         return f"cuda: {torch.cuda.get_device_name(0)}"
     cpu = platform.processor() or platform.machine()
     try:
@@ -46,12 +48,12 @@ def device_name() -> str:
     return f"cpu: {cpu} ({os.cpu_count()} cores)"
 
 
-def provenance() -> dict[str, str]:
-    """Everything a reader needs to know where a number came from."""
+def provenance(accelerator: str | None = None) -> dict[str, str]:
+    """Everything a reader needs to know where a number came from (``accelerator``: see :func:`device_name`)."""
     return {
         "git_commit": git_commit(),
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "device": device_name(),
+        "device": device_name(accelerator),
         "torch": torch.__version__,
         "oscrepro": oscrepro.__version__,
     }

@@ -33,6 +33,11 @@ IGNORED_KEYS: tuple[str, ...] = ("paths", "logger", "hydra", "tags", "table_name
 # the default keeps its id (trainer.precision=bf16-mixed is a different run; 32-true is the run it always was).
 DEFAULT_VALUES: dict[str, Any] = {"trainer.precision": "32-true", "data.time_stride": 1, "data.verify": True,
                                   "model.ffn.init": "gaussian"}
+# Keys that say where a run read its inputs from, not what it computed: hashed as null, so a run that read the
+# same files from another folder (a device machine's copy, OSCREPRO_DATA_DIR) has the id of the one that used the
+# default lookup. What was read is in status.json (data_source, data_fingerprint), and published datasets are
+# verified against their digests (oscrepro.data.integrity). Records before this rule all had null here.
+LOCATION_KEYS: tuple[str, ...] = ("data.data_dir",)
 FINISHED = ("ok", "diverged")
 MECHANISM_GROUP = "attention"  # the config group whose chosen name is the run's mechanism (wandb job_type)
 
@@ -63,12 +68,20 @@ def with_mechanism(cfg: DictConfig, choice: str | None) -> DictConfig:
 
 
 def hashed_payload(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config the run id hashes: without :data:`IGNORED_KEYS` and defaulted :data:`DEFAULT_VALUES`."""
+    """The resolved config the run id hashes: without :data:`IGNORED_KEYS` and defaulted :data:`DEFAULT_VALUES`,
+    :data:`LOCATION_KEYS` as null."""
     container = copy.deepcopy(OmegaConf.to_container(cfg, resolve=True))
     for key in IGNORED_KEYS:
         _drop(container, key)
     for key, default in DEFAULT_VALUES.items():
         _drop(container, key, default)
+    for key in LOCATION_KEYS:
+        *parents, leaf = key.split(".")
+        node = container
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(leaf) is not None:
+            node[leaf] = None
     return container
 
 

@@ -1,0 +1,35 @@
+"""``python -m oscrepro.leaderboard [--budget cpu] [--launcher joblib] [--render-only] [overrides...]``
+(``make leaderboard``): train the leaderboard's missing runs, render each task's table and the board
+(results/leaderboard.md + results/leaderboard.png). Finished runs are never redone: a killed build resumes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from oscrepro.leaderboard.board import TASKS, build_leaderboard
+from oscrepro.tables.launch import LAUNCHERS
+from oscrepro.tables.spec import BUDGETS
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m oscrepro.leaderboard", description=__doc__)
+    parser.add_argument("--budget", default="cpu", choices=BUDGETS)
+    parser.add_argument("--launcher", default="joblib", choices=LAUNCHERS)
+    parser.add_argument("--workers", type=int, default=None, help="joblib: at most this many worker processes")
+    parser.add_argument("--results-dir", default=None)
+    parser.add_argument("--tasks", default=",".join(TASKS), help=f"comma-separated subset of {','.join(TASKS)}")
+    parser.add_argument("--render-only", action="store_true", help="train nothing: render from finished records")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
+    args = parser.parse_intermixed_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    tasks = tuple(t for t in args.tasks.split(",") if t)
+    unknown = sorted(set(tasks) - set(TASKS))
+    if unknown:
+        raise SystemExit(f"[leaderboard] unknown task(s) {unknown}; valid: {', '.join(TASKS)}")
+    build_leaderboard(args.budget, args.launcher, args.workers, args.render_only, args.results_dir,
+                      args.overrides, tasks)
+
+
+if __name__ == "__main__":
+    main()

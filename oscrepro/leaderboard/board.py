@@ -1,0 +1,219 @@
+"""The cross-paper leaderboard (issue 17): every vector-contract mechanism on the same tasks at matched parameter
+counts and equal budgets, ranked per task, with the block benchmark's cost ratios beside the scores.
+
+Each task is a runs table, ``conf/table/leaderboard/<task>.yaml``, whose ``match`` has the table engine set
+``model.d_ff`` per mechanism (``oscrepro.leaderboard.match``) and whose ``leaderboard:`` block names the task, its
+score column and whether higher or lower is better. :func:`build_leaderboard` plans every task, trains all missing
+runs in ONE pool (no worker idles at the tail of a task), renders each task's table
+(``results/leaderboard[/<budget>]/<task>.md``) and then the board: ``results/leaderboard.md`` and the rank heatmap
+``results/leaderboard.png``. The cost columns come from ``results/bench/leaderboard.csv``
+(``python -m oscrepro.leaderboard.bench``), never from training wall times (those depend on the machine's load).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from oscrepro.tables.spec import CONF_DIR, load_spec
+
+TASKS = ("sva", "mqar", "wt2", "charlm", "uea")
+MECHANISMS = ("softmax", "fqo", "ssa", "coupled_qk", "gqa", "diff", "osciformer", "contiformer")
+
+
+@dataclass
+class Entry:
+    """One mechanism on one task: the score's seed mean and std, seeds finished, and its parameter count."""
+
+    mean: float
+    std: float
+    n: int
+    n_missing: int
+    params: float
+    rank: int | None = None
+
+
+@dataclass
+class Task:
+    key: str  # leaderboard/<task>
+    name: str
+    score: str  # column name of the score
+    label: str  # the score column's label
+    better: str  # higher | lower
+    budget_note: str
+    entries: dict[str, Entry] = field(default_factory=dict)
+
+
+def task_meta(key: str, conf_dir: Path = CONF_DIR) -> dict[str, Any]:
+    """The ``leaderboard:`` block of a task's table spec (task name, score column, better)."""
+    raw = OmegaConf.to_container(OmegaConf.load(conf_dir / "table" / f"{key}.yaml"), resolve=True)
+    meta = dict(raw.get("leaderboard") or {})
+    if meta.get("better") not in ("higher", "lower") or "score" not in meta:
+        raise ValueError(f"conf/table/{key}.yaml: leaderboard needs score: <column> and better: higher|lower")
+    return meta
+
+
+def rank(entries: dict[str, Entry], better: str) -> None:
+    """Competition ranks (1 = best; ties share the better rank) on the seed means; entries without a finished run
+    get none."""
+    scored = [(e.mean, m) for m, e in entries.items() if e.n > 0 and not math.isnan(e.mean)]
+    sign = -1.0 if better == "higher" else 1.0
+    for e in entries.values():
+        e.rank = None if (e.n == 0 or math.isnan(e.mean)) else 1 + sum(sign * v < sign * e.mean for v, _ in scored)
+
+
+def read_task(key: str, csv_path: Path, budget: str) -> Task:
+    """One task's rendered table csv -> its entries, ranked."""
+    spec = load_spec(key)
+    meta = task_meta(key)
+    score = meta["score"]
+    label = next(c.label for c in spec.columns if c.name == score)
+    task = Task(key, str(meta.get("task", key)), score, label, meta["better"], spec.budget_notes.get(budget, ""))
+    if not csv_path.exists():
+        return task
+    with open(csv_path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    by = {(r["row"], r["column"]): r for r in rows}
+    for row in spec.rows:
+        s, p = by.get((row.label, score)), by.get((row.label, "params"))
+        if s is None:
+            continue
+        n_ok = int(s["n"]) - int(s["n_failed"] or 0) - int(s["n_missing"] or 0) - int(s["n_diverged"] or 0)
+        task.entries[row.label] = Entry(float(s["ours_mean"]), float(s["ours_std"] or "nan"), max(n_ok, 0),
+                                        int(s["n_missing"] or 0), float(p["ours_mean"]) if p else math.nan)
+    rank(task.entries, task.better)
+    return task
+
+
+def read_bench(path: Path) -> dict[str, tuple[float, float]]:
+    """mechanism -> (forward+backward time ratio, peak memory ratio) vs the softmax block; {} without the file."""
+    if not path.exists():
+        return {}
+    with open(path, newline="") as fh:
+        rows = [r for r in csv.DictReader(line for line in fh if not line.startswith("#"))]
+    return {r["mechanism"]: (float(r["ratio_fwdbwd_time"]), float(r["ratio_mem_fwdbwd"])) for r in rows}
+
+
+def _fmt(e: Entry, digits: int) -> str:
+    if e.n == 0 or math.isnan(e.mean):
+        return "—" + (f" ({e.n_missing} missing)" if e.n_missing else "")
+    std = "" if math.isnan(e.std) else f" ± {e.std:.{digits}f}"
+    return f"{e.mean:.{digits}f}{std} (n={e.n}) **#{e.rank}**"
+
+
+def render_board(tasks: list[Task], bench: dict[str, tuple[float, float]], budget: str, header: list[str]) -> str:
+    """The leaderboard markdown: one row per mechanism, per task its score (± std over seeds, n) and rank, its
+    parameter count per task, mean rank over the tasks it ran, and the bench's cost ratios."""
+    mechs = [m for m in MECHANISMS if any(m in t.entries for t in tasks)]
+    lines = [f"# Leaderboard — every mechanism, every task, matched parameters (budget `{budget}`)", "", *header, ""]
+    head = ["Mechanism", *[f"{t.name}: {t.label} ({'↑' if t.better == 'higher' else '↓'})" for t in tasks],
+            "Mean rank (tasks)", "Fwd+bwd time ×softmax", "Peak memory ×softmax"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in mechs:
+        cells, ranks = [m], []
+        for t in tasks:
+            e = t.entries.get(m)
+            digits = 3 if t.score in ("bpc",) or t.key.endswith("mqar") else (1 if t.score == "ppl" else 2)
+            cells.append("not run (see the task's table)" if e is None else _fmt(e, digits))
+            if e is not None and e.rank is not None:
+                ranks.append(e.rank)
+        cells.append(f"{sum(ranks) / len(ranks):.2f} ({len(ranks)})" if ranks else "—")
+        ratios = bench.get(m)
+        cells += [f"{ratios[0]:.2f}", f"{ratios[1]:.2f}"] if ratios else ["—", "—"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "## Parameter counts (matched within 1 % of softmax per task)", "",
+              "| Mechanism | " + " | ".join(t.name for t in tasks) + " |", "|" + "---|" * (len(tasks) + 1)]
+    for m in mechs:
+        counts = [f"{int(t.entries[m].params):,}" if m in t.entries and not math.isnan(t.entries[m].params)
+                  else "—" for t in tasks]
+        lines.append(f"| {m} | " + " | ".join(counts) + " |")
+    lines += ["", "## Tasks", ""]
+    lines += [f"- **{t.name}** ([table](leaderboard/{'' if budget == 'paper' else budget + '/'}"
+              f"{t.key.split('/')[-1]}.md)): {t.budget_note}" for t in tasks]
+    return "\n".join(lines) + "\n"
+
+
+def plot_board(tasks: list[Task], path: Path) -> None:
+    """Rank heatmap: mechanisms x tasks, colour = rank within the task (1 = best), the score written in the cell."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    mechs = [m for m in MECHANISMS if any(m in t.entries for t in tasks)]
+    grid = np.full((len(mechs), len(tasks)), np.nan)
+    fig, ax = plt.subplots(figsize=(1.9 * len(tasks) + 2.5, 0.55 * len(mechs) + 1.8))
+    for j, t in enumerate(tasks):
+        for i, m in enumerate(mechs):
+            e = t.entries.get(m)
+            if e is not None and e.rank is not None:
+                grid[i, j] = e.rank
+                digits = 3 if t.score == "bpc" or t.key.endswith("mqar") else 1
+                ax.text(j, i, f"#{e.rank}\n{e.mean:.{digits}f}", ha="center", va="center", fontsize=8)
+            else:
+                ax.text(j, i, "—", ha="center", va="center", fontsize=9, color="grey")
+    im = ax.imshow(grid, cmap="viridis_r", aspect="auto", vmin=1, vmax=max(len(mechs), 2))
+    ax.set_xticks(range(len(tasks)), [f"{t.name}\n{t.score} {'↑' if t.better == 'higher' else '↓'}" for t in tasks],
+                  fontsize=8)
+    ax.set_yticks(range(len(mechs)), mechs)
+    fig.colorbar(im, ax=ax, label="rank within task (1 = best)")
+    ax.set_title("Every mechanism on every task at matched parameters")
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+def build_leaderboard(budget: str = "cpu", launcher: str = "joblib", workers: int | None = None,
+                      render_only: bool = False, results_dir: str | Path | None = None,
+                      extra: list[str] | None = None, tasks: tuple[str, ...] = TASKS) -> Path:
+    """Plan every task, train the missing runs in one pool, render each task's table, then the board."""
+    import os
+
+    from oscrepro.table import build_table, matched_widths
+    from oscrepro.tables.launch import Progress, launch
+    from oscrepro.tables.plan import plan, unique_runs
+    from oscrepro.utils.provenance import provenance
+
+    t0 = time.time()
+    results = Path(results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))
+    keys = [f"leaderboard/{t}" for t in tasks]
+    run_extra = [f"paths.results_dir={results}", "trainer.enable_progress_bar=false", *(extra or [])]
+    if not render_only:
+        missing, total = [], 0
+        for key in keys:
+            spec, _ = matched_widths(load_spec(key), budget, list(extra or []))
+            runs = unique_runs(plan(spec, budget, run_extra))
+            total += len(runs)
+            missing += [r for r in runs if not r.record.finished()]
+        print(f"[leaderboard] budget={budget}: {total} runs over {len(keys)} tasks, {len(missing)} to train",
+              flush=True)
+        launch(missing, launcher, Progress("leaderboard", total, total - len(missing)), max_workers=workers)
+    parsed = []
+    for key in keys:
+        md = build_table(key, budget, launcher, list(extra or []), results, render_only=True)
+        parsed.append(read_task(key, md.with_suffix(".csv"), budget))
+    bench = read_bench(results / "bench" / "leaderboard.csv")
+    prov = provenance()
+    header = [f"- **Built:** `make leaderboard` (budget `{budget}`), {time.time() - t0:.0f} s for this call "
+              f"(training included when runs were missing); commit `{prov.get('git_commit')}`",
+              "- **Matched parameters:** per task, `model.d_ff` of every mechanism set by the table engine so that "
+              "its model's count is within 1 % of the softmax model's (counted on the built model; counts below)",
+              "- **Equal budgets:** per task, every mechanism trains with the same recipe, steps and seeds",
+              "- **Scores:** mean ± std over seeds, n = finished seeds, **#rank** within the task (1 = best); a "
+              "mechanism left out of a task says why in that task's spec (one head makes GQA softmax; ContiFormer's "
+              "per-pair ODE solves do not fit the LM tasks; OsciFormer's attention outgrows the SVA model)",
+              "- **Costs:** forward+backward time and peak memory of one block vs the softmax block, measured in one "
+              "process (`results/bench/leaderboard.md`)",
+              "- Mean rank compares mechanisms only over the tasks each ran: read it with the count beside it"]
+    board = results / "leaderboard.md"
+    board.write_text(render_board(parsed, bench, budget, header) + "\n![leaderboard](leaderboard.png)\n")
+    plot_board(parsed, results / "leaderboard.png")
+    print(f"[leaderboard] wrote {board} and {results / 'leaderboard.png'} in {time.time() - t0:.0f} s", flush=True)
+    return board
