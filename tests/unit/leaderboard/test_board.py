@@ -39,7 +39,8 @@ def _write_task_csv(path: Path, scores: dict[str, float], params: dict[str, int]
             gone = label in missing
             for col, val in (("acc", score), ("params", params[label])):
                 w.writerow({"row": label, "column": col, "ours_mean": "nan" if gone else val, "ours_std": 0.5,
-                            "ours_count": "", "n": 3, "n_diverged": 0, "n_failed": 0, "n_missing": 3 if gone else 0,
+                            "ours_count": "", "n": 0 if gone else 3, "n_diverged": 0, "n_failed": 0,
+                            "n_missing": 3 if gone else 0,
                             "paper_mean": "nan", "paper_std": "nan", "budget": "cpu"})
 
 
