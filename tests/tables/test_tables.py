@@ -14,7 +14,7 @@ from oscrepro.utils.provenance import provenance
 
 # Smoke builds that train many LM models (vocabularies of 8-10K) take minutes on 2 cores: they run in
 # `make test-all`; the fast suite still plans every cell of them (test_every_table_plans).
-HEAVY = {"fqo/table4", "fqo/table5", "fqo/table6", "fqo/appc", "fqo/ode_inference"}
+HEAVY = {"fqo/table4", "fqo/table5", "fqo/table6", "fqo/appc", "fqo/ode_inference", "leaderboard/wt2"}
 TABLES = [pytest.param(k, marks=pytest.mark.slow) if k in HEAVY else k for k in available_tables()]
 
 
