@@ -46,6 +46,8 @@ class Task:
     label: str  # the score column's label
     better: str  # higher | lower
     budget_note: str
+    digits: int = 2  # the score column's digits in the task's table
+    left_out: dict[str, str] = field(default_factory=dict)  # mechanism -> why it is not on this task
     entries: dict[str, Entry] = field(default_factory=dict)
 
 
@@ -72,8 +74,9 @@ def read_task(key: str, csv_path: Path, budget: str) -> Task:
     spec = load_spec(key)
     meta = task_meta(key)
     score = meta["score"]
-    label = next(c.label for c in spec.columns if c.name == score)
-    task = Task(key, str(meta.get("task", key)), score, label, meta["better"], spec.budget_notes.get(budget, ""))
+    col = next(c for c in spec.columns if c.name == score)
+    task = Task(key, str(meta.get("task", key)), score, col.label, meta["better"], spec.budget_notes.get(budget, ""),
+                col.digits, dict(meta.get("left_out") or {}))
     if not csv_path.exists():
         return task
     with open(csv_path, newline="") as fh:
@@ -118,8 +121,7 @@ def render_board(tasks: list[Task], bench: dict[str, tuple[float, float]], budge
         cells, ranks = [m], []
         for t in tasks:
             e = t.entries.get(m)
-            digits = 3 if t.score in ("bpc",) or t.key.endswith("mqar") else (1 if t.score == "ppl" else 2)
-            cells.append("not run (see the task's table)" if e is None else _fmt(e, digits))
+            cells.append(("left out" if m in t.left_out else "—") if e is None else _fmt(e, t.digits))
             if e is not None and e.rank is not None:
                 ranks.append(e.rank)
         cells.append(f"{sum(ranks) / len(ranks):.2f} ({len(ranks)})" if ranks else "—")
@@ -133,8 +135,10 @@ def render_board(tasks: list[Task], bench: dict[str, tuple[float, float]], budge
                   else "—" for t in tasks]
         lines.append(f"| {m} | " + " | ".join(counts) + " |")
     lines += ["", "## Tasks", ""]
-    lines += [f"- **{t.name}** ([table](leaderboard/{'' if budget == 'paper' else budget + '/'}"
-              f"{t.key.split('/')[-1]}.md)): {t.budget_note}" for t in tasks]
+    for t in tasks:
+        lines.append(f"- **{t.name}** ([table](leaderboard/{'' if budget == 'paper' else budget + '/'}"
+                     f"{t.key.split('/')[-1]}.md)): {t.budget_note}")
+        lines += [f"  - left out: **{m}** — {why}" for m, why in t.left_out.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -154,8 +158,7 @@ def plot_board(tasks: list[Task], path: Path) -> None:
             e = t.entries.get(m)
             if e is not None and e.rank is not None:
                 grid[i, j] = e.rank
-                digits = 3 if t.score == "bpc" or t.key.endswith("mqar") else 1
-                ax.text(j, i, f"#{e.rank}\n{e.mean:.{digits}f}", ha="center", va="center", fontsize=8)
+                ax.text(j, i, f"#{e.rank}\n{e.mean:.{t.digits}f}", ha="center", va="center", fontsize=8)
             else:
                 ax.text(j, i, "—", ha="center", va="center", fontsize=9, color="grey")
     im = ax.imshow(grid, cmap="viridis_r", aspect="auto", vmin=1, vmax=max(len(mechs), 2))
@@ -220,9 +223,9 @@ def build_leaderboard(budget: str = "cpu", launcher: str = "joblib", workers: in
               "- **Matched parameters:** per task, `model.d_ff` of every mechanism set by the table engine so that "
               "its model's count is within 1 % of the softmax model's (counted on the built model; counts below)",
               "- **Equal budgets:** per task, every mechanism trains with the same recipe, steps and seeds",
-              "- **Scores:** mean ± std over seeds, n = finished seeds, **#rank** within the task (1 = best); a "
-              "mechanism left out of a task says why in that task's spec (one head makes GQA softmax; ContiFormer's "
-              "per-pair ODE solves do not fit the LM tasks; OsciFormer's attention outgrows the SVA model)",
+              "- **Scores:** mean ± std over seeds, n = finished seeds, **#rank** within the task by the mean (1 = "
+              "best; read the ± before reading a rank); *left out* cells give their reason under Tasks; — = not "
+              "finished yet",
               "- **Costs:** forward+backward time and peak memory of one block vs the softmax block, measured in one "
               "process (`results/bench/leaderboard.md`)",
               "- Mean rank compares mechanisms only over the tasks each ran: read it with the count beside it"]

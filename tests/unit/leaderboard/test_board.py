@@ -56,7 +56,8 @@ def test_board_from_synthetic_task_tables(tmp_path: Path) -> None:
     assert "97.00 ± 0.50 (n=3) **#1**" in fqo_line and "| 1.35 | 1.05 |" in fqo_line
     assert "— (3 missing)" in next(line for line in md.splitlines() if line.startswith("| ssa |"))
     assert "| coupled_qk | 12,165 |" in md  # the parameter count of every entry
-    assert "osciformer" not in md  # not a row of this task: absent, not invented
+    assert "| osciformer |" not in md  # not a row of this task: absent, not invented
+    assert "left out: **osciformer** — its attention alone outgrows" in md  # ... and the spec says why
     plot_board([task], tmp_path / "board.png")
     assert (tmp_path / "board.png").stat().st_size > 10_000
 
