@@ -91,7 +91,7 @@ def cell_requests(source: str, budget: str, row: str, column: str | None, result
     if col not in {c.name for c in spec.columns}:
         raise SpecError(f"table {source} has no column {col!r}")
     base = spec.cell_overrides(labels.index(row), col, budget, [f"paths.results_dir={results_dir}", *(overrides or [])])
-    return [RunRequest.compose([*base, f"seed={s}"]) for s in spec.seeds_for(budget)]
+    return [RunRequest.compose([*base, f"seed={s}"]) for s in spec.seeds_for(budget, labels.index(row))]
 
 
 def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[str, str | None]],

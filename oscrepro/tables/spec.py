@@ -60,6 +60,7 @@ class Row:
     paper: dict[str, Any] = field(default_factory=dict)
     experiment: str | None = None  # overrides the spec's experiment for this row
     scale: float = 1.0  # multiplies every metric of the row (e.g. accuracy -> % in a mixed-metric table)
+    seeds: dict[str, int] = field(default_factory=dict)  # fewer seeds for this row at a budget (a costly row)
 
 
 @dataclass
@@ -80,8 +81,13 @@ class TableSpec:
     budget_map: dict[str, str] = field(default_factory=dict)  # asked budget -> the budget its runs use
     match: dict[str, Any] = field(default_factory=dict)  # matched parameter counts across rows (see above)
 
-    def seeds_for(self, budget: str) -> list[int]:
-        return list(range(int(self.seeds[budget])))
+    def seeds_for(self, budget: str, row_idx: int | None = None) -> list[int]:
+        """Seeds 0..n-1 of the budget; a row's own ``seeds`` (``{cpu: 1}``) can only lower n (a costly row whose
+        extra seeds do not fit: its cells show their n)."""
+        n = int(self.seeds[budget])
+        if row_idx is not None and budget in self.rows[row_idx].seeds:
+            n = min(n, int(self.rows[row_idx].seeds[budget]))
+        return list(range(n))
 
     def cell_overrides(self, row_idx: int, col_name: str, budget: str, extra: list[str]) -> list[str]:
         """Hydra overrides (without seed) of one (row, column) cell: experiment, budget, row, column, extra."""
