@@ -10,7 +10,7 @@ that trains it, unless ``train_missing`` (set by smoke budgets, where those runs
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,24 @@ def find_record(req: RunRequest) -> Path | None:
             if _normalised(OmegaConf.load(cfg_path)) == want:
                 hits.append(cfg_path.parent)
     return max(hits, key=lambda p: p.stat().st_mtime) if hits else None
+
+
+def serve_from_variants(reqs: Iterable[RunRequest]) -> int:
+    """Point every request whose exact record is not finished at its finished device-only variant
+    (:func:`find_record`), so that aggregation and headers read the record that serves the cell (a run trained with
+    ``trainer=gpu`` serves the plain table, and the header's *Trained on* line names its machine). Call it after
+    training: a redirected request no longer names the dir its own training would write. Returns how many moved."""
+    moved = 0
+    found: dict[Path, Path | None] = {}
+    for r in reqs:
+        if r.record.finished():
+            continue
+        if r.run_dir not in found:
+            found[r.run_dir] = find_record(r)
+        if (hit := found[r.run_dir]) is not None:
+            r.run_dir = hit
+            moved += 1
+    return moved
 
 
 def cell_requests(source: str, budget: str, row: str, column: str | None, results_dir: Path,

@@ -242,3 +242,38 @@ def test_kernel_reading_of_a_fresh_fsn_and_signed_value_gates():
     with torch.no_grad():
         model.gates.proj.bias[16:] = -1.0  # value-gate block of the shared Linear(2k, 3k)
     assert value_gate_negative_fraction(model, tokens) == [1.0, 1.0]
+
+
+def test_a_device_variant_serves_a_runs_table_cell_without_retraining(built, tmp_path):
+    """A record trained with trainer=gpu serves the plain table: the build neither retrains the cell nor reports
+    it missing, the cell reads the variant's metric, and the header names the variant's machine."""
+    results = built["results"]
+    req = cell_requests("fsn/table1", "smoke", "enwik8 — FSN", None, results)[0]
+    variant = req.run_dir.parent / "0000000000aa"
+    shutil.copytree(req.run_dir, variant)
+    cfg = OmegaConf.load(variant / "config.yaml")
+    cfg.trainer.accelerator = "gpu"
+    OmegaConf.save(cfg, variant / "config.yaml")
+    metrics = json.loads((variant / "metrics.json").read_text())
+    metrics["val/bpc"] = 9.8765
+    (variant / "metrics.json").write_text(json.dumps(metrics))
+    status = json.loads((variant / "status.json").read_text())
+    status["device"] = "cuda: test GPU"
+    (variant / "status.json").write_text(json.dumps(status))
+    hidden = tmp_path / "orig"
+    shutil.move(str(req.run_dir), hidden)
+    n_before = _n_runs(results)
+    try:
+        md = build_table("fsn/table1", budget="smoke", results_dir=results)  # trains what is missing: nothing
+        assert _n_runs(results) == n_before and not req.run_dir.exists()
+        text = md.read_text()
+        assert "cuda: test GPU (1 runs)" in text and "missing" not in text.split("|")[0]
+        assert load_spec("fsn/table1").seeds_for("smoke", 1) == [0]  # one seed: the cell is the variant's value
+        row = next(r for r in _rows(md) if r["row"] == "enwik8 — FSN")
+        assert (int(row["n"]), int(row["n_missing"])) == (1, 0)
+        assert float(row["ours_mean"]) == pytest.approx(9.8765, abs=1e-4)
+    finally:
+        shutil.rmtree(variant)
+        shutil.move(str(hidden), req.run_dir)
+    text = build_table("fsn/table1", budget="smoke", results_dir=results, render_only=True).read_text()
+    assert "test GPU" not in text  # the exact record wins again
