@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
+from oscrepro.tables.ngram import ngram_notes
 from oscrepro.tables.runs import MissingRunsError, compose_run, load_run, source_runs
 
 
@@ -195,9 +196,11 @@ def fsn_figure2(out_dir: Path, budget: str, results_dir: Path, source: str, row:
 
 # -------------------------------------------------------------------------------------------- ladder post
 def fsn_ladder_notes(spec: Any, cells: dict, out_dir: Path, budget: str, results_dir: Path, fsn_params: str,
-                     transformer_params: str, paper_lighter_percent: dict[str, float]) -> list[str]:
-    """Ladder post hook: how much lighter each FSN rung is than its transformer partner, ours vs §4.5."""
-    notes = []
+                     transformer_params: str, paper_lighter_percent: dict[str, float],
+                     corpora: dict[str, list[str]] | None = None) -> list[str]:
+    """Ladder post hook: how much lighter each FSN rung is than its transformer partner, ours vs §4.5; with
+    ``corpora``, the corpus's unigram / bigram levels (:func:`oscrepro.tables.ngram.ngram_notes`)."""
+    notes = ngram_notes(spec, cells, out_dir, budget, results_dir, corpora) if corpora else []
     for ri, row in enumerate(spec.rows):
         f, x = cells[(ri, fsn_params)].mean, cells[(ri, transformer_params)].mean
         ours = "—" if not (np.isfinite(f) and np.isfinite(x)) else f"{100 * (x - f) / x:+.2f} %"

@@ -277,3 +277,28 @@ def test_a_device_variant_serves_a_runs_table_cell_without_retraining(built, tmp
         shutil.move(str(hidden), req.run_dir)
     text = build_table("fsn/table1", budget="smoke", results_dir=results, render_only=True).read_text()
     assert "test GPU" not in text  # the exact record wins again
+
+
+def test_copy_depth_accepts_another_copy_of_the_same_data_and_refuses_other_data(built, tmp_path):
+    """Where a run's data copy lives (data.data_dir, e.g. a device's copy) does not change the scored tokens; the
+    records' data fingerprints do."""
+    from oscrepro.papers.fsn.copy_depth_eval import copy_depth_battery
+
+    results = built["results"]
+    ref = cell_requests("fsn/table1", "smoke", "enwik8 — Transformer, converged (50 ep)", None, results)[0].run_dir
+    src = cell_requests("fsn/table1", "smoke", "enwik8 — FSN, converged (50 ep)", None, results)[0].run_dir
+    moved = src.parent / "0000000000bb"
+    shutil.copytree(src, moved)
+    try:
+        cfg = OmegaConf.load(moved / "config.yaml")
+        cfg.data.data_dir = str(tmp_path / "another-copy")
+        OmegaConf.save(cfg, moved / "config.yaml")
+        bat = copy_depth_battery([ref], {"FSN": [moved]}, n_standard=4, n_enriched=2, n_resamples=50, cache=False)
+        assert bat.runs["FSN"] == [moved]
+        status = json.loads((moved / "status.json").read_text())
+        status["data_fingerprint"] = "0123456789abcdef"
+        (moved / "status.json").write_text(json.dumps(status))
+        with pytest.raises(ValueError, match="different fingerprints"):
+            copy_depth_battery([ref], {"FSN": [moved]}, n_standard=4, n_enriched=2, n_resamples=50, cache=False)
+    finally:
+        shutil.rmtree(moved)
