@@ -31,7 +31,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger
 from omegaconf import DictConfig, OmegaConf
 
 from oscrepro.data.base import model_dims
-from oscrepro.data.integrity import NOT_VERIFIED, DataIntegrityError, instantiate_data, verifying
+from oscrepro.data.integrity import DataIntegrityError, setup_data
 from oscrepro.data.paths import DatasetNotFoundError
 from oscrepro.tasks.base import DivergedError
 from oscrepro.utils import history
@@ -137,11 +137,7 @@ def build(cfg: DictConfig) -> Built:
         torch.set_num_threads(int(cfg.torch_threads))
     if cfg.seed is not None:  # seed 0 is a seed
         L.seed_everything(int(cfg.seed), workers=True)
-    datamodule, verify = instantiate_data(cfg.data)
-    with verifying(verify):  # a corrupted copy of a published dataset is refused here (oscrepro.data.integrity)
-        datamodule.setup("fit")
-    if not verify:
-        datamodule.source = f"{datamodule.source} ({NOT_VERIFIED})"
+    datamodule = setup_data(cfg.data)  # verified against the published digests (oscrepro.data.integrity)
     model = instantiate(cfg.model, **model_dims(datamodule))
     if hasattr(model, "set_data_statistics"):  # inputs standardised by training-set statistics (osciformer App. E.3)
         model.set_data_statistics(datamodule)

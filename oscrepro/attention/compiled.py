@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from typing import TypeVar
 
 import torch
+
+R = TypeVar("R")
 
 
 class CompiledPair:
@@ -35,3 +38,16 @@ class CompiledPair:
         if not self.broken:
             warnings.warn(f"{self.name}: torch.compile failed ({err!r}); falling back to eager kernels", stacklevel=3)
         self.broken = True
+
+
+def run_with_fallback(run: Callable[[bool], R], compiled: bool, *pairs: CompiledPair) -> R:
+    """``run(True)`` (the compiled kernels) when ``compiled`` and none of ``pairs`` failed to compile in this
+    process, else ``run(False)``. A failure of ``run(True)`` marks every pair broken (one warning) and runs
+    ``run(False)``: the same maths, eagerly; an error that is not the compiler's raises again from there."""
+    if compiled and not any(p.broken for p in pairs):
+        try:
+            return run(True)
+        except Exception as err:  # noqa: BLE001 -- any compile backend failure means "use eager"
+            for p in pairs:
+                p.mark_broken(err)
+    return run(False)

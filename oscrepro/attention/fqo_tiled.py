@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from oscrepro.attention.compiled import CompiledPair
+from oscrepro.attention.compiled import CompiledPair, run_with_fallback
 
 NORM_EPS = 1e-8  # App. B, as in fqo.py
 DEN_EPS = 1e-12  # Eq. (5) denominator guard, as in fqo.readout_from_cosines
@@ -158,9 +158,4 @@ def tiled_with_fallback(f: Tensor, g: Tensor, r: Tensor, v: Tensor, p: float, ca
                         compiled: bool) -> Tensor:
     """:func:`fqo_tiled`, compiled when asked unless ``torch.compile`` already failed in this process (then, after
     one warning, eagerly: the same maths)."""
-    if compiled and not _KERNELS.broken:
-        try:
-            return fqo_tiled(f, g, r, v, p, causal, tile_elems, compiled=True)
-        except Exception as err:  # noqa: BLE001 -- any compile backend failure means "use eager"
-            _KERNELS.mark_broken(err)
-    return fqo_tiled(f, g, r, v, p, causal, tile_elems)
+    return run_with_fallback(lambda c: fqo_tiled(f, g, r, v, p, causal, tile_elems, compiled=c), compiled, _KERNELS)

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from oscrepro.attention.compiled import CompiledPair
+from oscrepro.attention.compiled import CompiledPair, run_with_fallback
 from oscrepro.attention.kuramoto import from_heads, strict_backward, strict_forward, to_heads
 
 COMPILE_MIN_ELEMS = 1 << 18  # B*T*k from which the elementwise stages are compiled (fsn training: 16*256*176)
@@ -160,10 +160,5 @@ def fused_kernel(zr: Tensor, zi: Tensor, q: Tensor, k: Tensor, w: Tensor, causal
     failure warns once and runs the same maths eagerly."""
     if compiled is None:
         compiled = use_compiled(zr)
-    if compiled and not (_FORWARD.broken or _BACKWARD.broken):
-        try:
-            return FusedKernel.apply(zr, zi, q, k, w, causal, chunk, n_harmonics, True)
-        except Exception as err:  # noqa: BLE001 -- any compile backend failure means "use eager"
-            _FORWARD.mark_broken(err)
-            _BACKWARD.mark_broken(err)
-    return FusedKernel.apply(zr, zi, q, k, w, causal, chunk, n_harmonics, False)
+    return run_with_fallback(lambda c: FusedKernel.apply(zr, zi, q, k, w, causal, chunk, n_harmonics, c), compiled,
+                             _FORWARD, _BACKWARD)

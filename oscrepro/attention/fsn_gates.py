@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from oscrepro.attention.compiled import CompiledPair
+from oscrepro.attention.compiled import CompiledPair, run_with_fallback
 from oscrepro.attention.kuramoto import PhaseGates
 
 
@@ -129,10 +129,4 @@ def gate_features(theta: Tensor, gates: PhaseGates, compiled: bool) -> tuple[Ten
     """(cos theta, sin theta, q, k, gv) of the shared gates through :class:`GateFeatures`; a compile failure warns
     once and runs the same maths eagerly."""
     args = (theta, gates.proj.weight, gates.proj.bias, gates.log_tau, gates.omega, float(gates.gate_floor))
-    if compiled and not (_FORWARD.broken or _BACKWARD.broken):
-        try:
-            return GateFeatures.apply(*args, True)
-        except Exception as err:  # noqa: BLE001 -- any compile backend failure means "use eager"
-            _FORWARD.mark_broken(err)
-            _BACKWARD.mark_broken(err)
-    return GateFeatures.apply(*args, False)
+    return run_with_fallback(lambda c: GateFeatures.apply(*args, c), compiled, _FORWARD, _BACKWARD)

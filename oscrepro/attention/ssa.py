@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from oscrepro.attention.base import AttentionBase, Aux, merge_heads, split_heads
-from oscrepro.attention.compiled import CompiledPair
+from oscrepro.attention.compiled import CompiledPair, run_with_fallback
 from oscrepro.attention.ssa_reference import order_parameter, ssa_reference
 
 _EXP_FLOOR = 80.0  # J = exp(-min(alpha Delta^2, 80)) >= 1.8e-35 stays a normal float32 (module docstring)
@@ -296,12 +296,5 @@ class SelectiveSynchronizationAttention(AttentionBase):
             kw = dict(causal=causal, top_k=self.top_k, eps=self.eps, sync_eps=self.sync_eps, block=self.block,
                       tile_elems=self.tile_elems)
             big = self.compile_min_elems is not None and b * self.n_heads * n * n >= self.compile_min_elems
-            if big and not _KERNELS.broken:
-                try:
-                    y = ssa_fast(omega, v, r, alpha, coupling, compiled=True, **kw)
-                except Exception as err:  # noqa: BLE001 - any compile backend failure means "use eager"
-                    _KERNELS.mark_broken(err)
-                    y = ssa_fast(omega, v, r, alpha, coupling, **kw)
-            else:
-                y = ssa_fast(omega, v, r, alpha, coupling, **kw)
+            y = run_with_fallback(lambda c: ssa_fast(omega, v, r, alpha, coupling, compiled=c, **kw), big, _KERNELS)
         return self.out(merge_heads(y)), aux

@@ -107,6 +107,18 @@ def instantiate_data(data_cfg: Any) -> tuple[Any, bool]:
     return instantiate(data_cfg), verify
 
 
+def setup_data(data_cfg: Any) -> Any:
+    """The data module of a ``data`` config node, set up for fit exactly as a training run sets it up: verified
+    against the published digests unless ``verify`` is false, and then labelled :data:`NOT_VERIFIED` in its
+    ``source``. Shared by training and by what must see the data as training does (parameter matching)."""
+    datamodule, verify = instantiate_data(data_cfg)
+    with verifying(verify):  # a corrupted copy of a published dataset is refused here
+        datamodule.setup("fit")
+    if not verify:
+        datamodule.source = f"{datamodule.source} ({NOT_VERIFIED})"
+    return datamodule
+
+
 def build_manifest(shared: Path) -> dict[str, dict[str, list]]:
     """From the shared copies: every file whose recomputed sha256 appears in its folder's SOURCE.md, MANIFEST.txt or
     SHA256SUMS (the provider's published digests)."""

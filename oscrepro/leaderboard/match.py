@@ -95,14 +95,11 @@ def _data_dims(cfg: Any, cache: dict[str, dict[str, int]]) -> dict[str, int]:
     """The model dims a run of ``cfg`` gets from its data (``model_dims`` after ``setup("fit")``), cached per data
     config: the rows of one task share their data."""
     from oscrepro.data.base import model_dims
-    from oscrepro.data.integrity import instantiate_data, verifying
+    from oscrepro.data.integrity import setup_data
 
     key = OmegaConf.to_yaml(cfg.data, resolve=True)
     if key not in cache:
-        datamodule, verify = instantiate_data(cfg.data)
-        with verifying(verify):
-            datamodule.setup("fit")
-        cache[key] = model_dims(datamodule)
+        cache[key] = model_dims(setup_data(cfg.data))
     return cache[key]
 
 

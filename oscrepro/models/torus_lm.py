@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from oscrepro.attention.base import Aux
-from oscrepro.attention.compiled import CompiledPair
+from oscrepro.attention.compiled import CompiledPair, run_with_fallback
 from oscrepro.attention.fsn_fused import use_compiled
 from oscrepro.attention.kuramoto import PhaseGates
 
@@ -63,12 +63,7 @@ def bound(x: Tensor, alpha: Tensor) -> Tensor:
     """:func:`bounded_update`, through ``torch.compile`` (forward and backward fused, ~2x faster on CPU) for
     float32 updates at training sizes (:func:`~oscrepro.attention.fsn_fused.use_compiled`); eager otherwise or
     after a compile failure (one warning)."""
-    if use_compiled(x) and not _BOUND.broken:
-        try:
-            return _BOUND.get(True)[0](x, alpha)
-        except Exception as err:  # noqa: BLE001 -- any compile backend failure means "use eager"
-            _BOUND.mark_broken(err)
-    return bounded_update(x, alpha)
+    return run_with_fallback(lambda c: _BOUND.get(c)[0](x, alpha), use_compiled(x), _BOUND)
 
 
 class SwiGLUPhaseFFN(nn.Module):

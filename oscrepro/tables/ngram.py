@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from oscrepro.data.integrity import instantiate_data
+from oscrepro.data.integrity import setup_data
 from oscrepro.tables.compose import compose_run
 
 
@@ -42,8 +42,7 @@ def corpus_levels(overrides: list[str], budget: str) -> tuple[dict[str, float], 
     """The n-gram levels of the data a run composed from ``overrides`` at ``budget`` trains and validates on, and
     the data's description. The data module must expose ``splits`` (the char-level modules do)."""
     cfg = compose_run([*overrides, f"budget={budget}"])
-    dm = instantiate_data(cfg.data)[0]
-    dm.setup("fit")
+    dm = setup_data(cfg.data)
     splits = getattr(dm, "splits", None)
     if not splits:
         raise TypeError(f"{type(dm).__name__} exposes no token splits: n-gram levels are for char-level corpora")
