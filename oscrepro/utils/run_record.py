@@ -42,13 +42,19 @@ FINISHED = ("ok", "diverged")
 MECHANISM_GROUP = "attention"  # the config group whose chosen name is the run's mechanism (wandb job_type)
 
 
-def _drop(d: dict, dotted: str, only_if: Any = ...) -> None:
-    """Remove the dotted key (if it holds ``only_if``, when given)."""
+def _parent(d: dict, dotted: str) -> tuple[Any, str]:
+    """The node holding the dotted key's leaf ({} where a parent is missing) and the leaf's name."""
     *parents, leaf = dotted.split(".")
     for p in parents:
         d = d.get(p) or {}
-    if isinstance(d, dict) and (only_if is ... or d.get(leaf, ...) == only_if):
-        d.pop(leaf, None)
+    return d, leaf
+
+
+def _drop(d: dict, dotted: str, only_if: Any = ...) -> None:
+    """Remove the dotted key (if it holds ``only_if``, when given)."""
+    node, leaf = _parent(d, dotted)
+    if isinstance(node, dict) and (only_if is ... or node.get(leaf, ...) == only_if):
+        node.pop(leaf, None)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -76,10 +82,7 @@ def hashed_payload(cfg: DictConfig) -> dict[str, Any]:
     for key, default in DEFAULT_VALUES.items():
         _drop(container, key, default)
     for key in LOCATION_KEYS:
-        *parents, leaf = key.split(".")
-        node = container
-        for p in parents:
-            node = node.get(p) if isinstance(node, dict) else None
+        node, leaf = _parent(container, key)
         if isinstance(node, dict) and node.get(leaf) is not None:
             node[leaf] = None
     return container
