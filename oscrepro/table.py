@@ -23,7 +23,7 @@ from oscrepro.tables.compose import compose_run
 from oscrepro.tables.launch import LAUNCHERS, LauncherUnavailableError, Progress, check_launcher, launch
 from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import render_analysis_table, render_runs_table
-from oscrepro.tables.runs import find_record, serve_from_variants
+from oscrepro.tables.runs import serve_from_variants
 from oscrepro.tables.spec import BUDGETS, TableSpec, available_tables, config_groups, load_spec
 from oscrepro.utils.suggest import unknown_key_message
 
@@ -111,8 +111,9 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
     spec, width_notes = matched_widths(spec, budget, user_extra)
     extra = [f"paths.results_dir={results}", "trainer.enable_progress_bar=false", *user_extra]
     cells = plan(spec, budget, extra)
+    serve_from_variants(r for reqs in cells.values() for r in reqs)  # a finished device-only variant serves its cell
     runs = unique_runs(cells)
-    missing = [r for r in runs if find_record(r) is None]  # a device-only variant serves its cell
+    missing = [r for r in runs if not r.record.finished()]
     if launcher in ("inprocess", "joblib") and any("ddp" in str(r.cfg.trainer.get("strategy", "")) for r in missing):
         # Lightning's DDP launcher re-runs this process's command line once per extra rank: here, the table build
         raise LauncherUnavailableError("trainer=ddp runs start one process per device by re-running the command "
@@ -126,8 +127,7 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         print(f"[table {key}] budget={budget}: {len(runs)} runs, {len(missing)} to train ({launcher})", flush=True)
         launch(missing, launcher, progress, max_workers=workers)
 
-    serve_from_variants(r for reqs in cells.values() for r in reqs)
-    run_statuses = [r.record.status() for r in unique_runs(cells)]  # read each status.json once
+    run_statuses = [r.record.status() for r in runs]  # read each status.json once
     statuses = Counter(s.get("status", "missing") for s in run_statuses)
     data = sorted({f"{s.get('data_source')} (fingerprint {s.get('data_fingerprint')})"
                    for s in run_statuses if s.get("data_source")})

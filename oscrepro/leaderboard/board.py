@@ -198,7 +198,7 @@ def build_leaderboard(budget: str = "cpu", launcher: str = "joblib", workers: in
     from oscrepro.table import build_table, matched_widths
     from oscrepro.tables.launch import Progress, launch
     from oscrepro.tables.plan import plan, unique_runs
-    from oscrepro.tables.runs import find_record, serve_from_variants
+    from oscrepro.tables.runs import serve_from_variants
     from oscrepro.utils.provenance import provenance
 
     results = Path(results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))
@@ -208,12 +208,12 @@ def build_leaderboard(budget: str = "cpu", launcher: str = "joblib", workers: in
     for key in keys:
         spec, _ = matched_widths(load_spec(key), budget, list(extra or []))
         runs += unique_runs(plan(spec, budget, run_extra))
+    serve_from_variants(runs)  # a finished device-only variant serves its cell
     if not render_only:
-        missing = [r for r in runs if find_record(r) is None]  # a device-only variant serves its cell
+        missing = [r for r in runs if not r.record.finished()]
         print(f"[leaderboard] budget={budget}: {len(runs)} runs over {len(keys)} tasks, {len(missing)} to train",
               flush=True)
         launch(missing, launcher, Progress("leaderboard", len(runs), len(runs) - len(missing)), max_workers=workers)
-    serve_from_variants(runs)
     parsed = []
     for key in keys:
         md = build_table(key, budget, launcher, list(extra or []), results, render_only=True)

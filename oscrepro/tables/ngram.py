@@ -38,24 +38,24 @@ def ngram_levels(train: np.ndarray, val: np.ndarray, vocab: int) -> dict[str, fl
             "bigram": float(-np.mean(np.log2(big[val[:-1], val[1:]])))}
 
 
-def corpus_levels(overrides: list[str], budget: str) -> tuple[dict[str, float], str]:
-    """The n-gram levels of the data a run composed from ``overrides`` at ``budget`` trains and validates on, and
-    the data's description. The data module must expose ``splits`` (the char-level modules do)."""
+def corpus_levels(overrides: list[str], budget: str) -> dict[str, float]:
+    """The n-gram levels of the data a run composed from ``overrides`` at ``budget`` trains and validates on. The
+    data module must expose ``splits`` (the char-level modules do)."""
     cfg = compose_run([*overrides, f"budget={budget}"])
     dm = setup_data(cfg.data)
     splits = getattr(dm, "splits", None)
     if not splits:
         raise TypeError(f"{type(dm).__name__} exposes no token splits: n-gram levels are for char-level corpora")
-    return ngram_levels(splits["train"], splits["val"], int(dm.vocab_size)), str(getattr(dm, "source", ""))
+    return ngram_levels(splits["train"], splits["val"], int(dm.vocab_size))
 
 
 def ngram_notes(spec: Any, cells: dict, out_dir: Path, budget: str, results_dir: Path,
-                corpora: dict[str, list[str]], **_: Any) -> list[str]:
+                corpora: dict[str, list[str]]) -> list[str]:
     """Table ``post`` hook: one header line per corpus (``name: overrides`` composing a run on it) with its
     unigram and bigram levels on the whole validation split."""
     notes = []
     for name, overrides in corpora.items():
-        lv, _src = corpus_levels(list(overrides), budget)
+        lv = corpus_levels(list(overrides), budget)
         notes.append(f"**{name}, reference levels** (add-one n-grams fit on the training split, whole validation "
                      f"split): unigram {lv['unigram']:.3f}, bigram {lv['bigram']:.3f} bits/char: a row near the "
                      "bigram level uses little more than the previous character")

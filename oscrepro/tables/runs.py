@@ -78,22 +78,17 @@ def find_record(req: RunRequest) -> Path | None:
     return max(hits, key=lambda p: p.stat().st_mtime) if hits else None
 
 
-def serve_from_variants(reqs: Iterable[RunRequest]) -> int:
+def serve_from_variants(reqs: Iterable[RunRequest]) -> None:
     """Point every request whose exact record is not finished at its finished device-only variant
-    (:func:`find_record`), so that aggregation and headers read the record that serves the cell (a run trained with
-    ``trainer=gpu`` serves the plain table, and the header's *Trained on* line names its machine). Call it after
-    training: a redirected request no longer names the dir its own training would write. Returns how many moved."""
-    moved = 0
+    (:func:`find_record`), so that training skips it and aggregation and headers read the record that serves the
+    cell (a run trained with ``trainer=gpu`` serves the plain table; the header's *Trained on* line names its
+    machine). Requests left unfinished keep their own dir, where their training writes."""
     found: dict[Path, Path | None] = {}
     for r in reqs:
-        if r.record.finished():
-            continue
         if r.run_dir not in found:
             found[r.run_dir] = find_record(r)
         if (hit := found[r.run_dir]) is not None:
             r.run_dir = hit
-            moved += 1
-    return moved
 
 
 def cell_requests(source: str, budget: str, row: str, column: str | None, results_dir: Path,

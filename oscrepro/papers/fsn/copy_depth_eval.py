@@ -55,11 +55,11 @@ from oscrepro.papers.fsn.copy_depth import (
     evaluation_slices,
 )
 from oscrepro.tables.runs import LoadedRun, load_run
-from oscrepro.utils.run_record import RunRecord
+from oscrepro.utils.run_record import LOCATION_KEYS, RunRecord
 
-# loader settings and the copy's location do not change which tokens are scored; the records' data fingerprints
-# (status.json) are compared instead of the location
-DATA_KEYS_IGNORED = ("batch_size", "num_workers", "data_dir")
+# loader settings and where the copy lives (the run identity's location keys) do not change which tokens are scored;
+# the records' data fingerprints (status.json) are compared instead of the location
+DATA_KEYS_IGNORED = ("batch_size", "num_workers", *(k.split(".", 1)[1] for k in LOCATION_KEYS if k.startswith("data.")))
 
 
 def data_key(cfg: DictConfig) -> str:
@@ -157,12 +157,12 @@ def copy_depth_battery(ref_dirs: list[Path], families: dict[str, list[Path]], mo
         refs = [min(refs, key=final_metric)]
     ref0 = OmegaConf.load(refs[0] / "config.yaml")
     key = data_key(ref0)
-    prints = {RunRecord(Path(p)).status().get("data_fingerprint") for p in [*ref_dirs, *(q for r in families.values()
-                                                                                      for q in r)]} - {None}
+    family_runs = [Path(p) for runs in families.values() for p in runs]
+    prints = {RunRecord(Path(p)).status().get("data_fingerprint") for p in [*ref_dirs, *family_runs]} - {None}
     if len(prints) > 1:
         raise ValueError(f"the runs were trained on data with different fingerprints {sorted(prints)} "
                          "(App. C: every model is evaluated on identical tokens)")
-    for path in [*refs, *(p for runs in families.values() for p in runs)]:
+    for path in [*refs, *family_runs]:
         if data_key(OmegaConf.load(Path(path) / "config.yaml")) != key:
             raise ValueError(f"{path} was trained/evaluated on other data than the reference {refs[0]} "
                              "(App. C: every model is evaluated on identical tokens)")
