@@ -31,23 +31,11 @@ log = logging.getLogger("oscrepro.table")
 
 
 def refresh_claims(key: str, budget: str, results: Path) -> None:
-    """Re-check the claims of the table just rendered and write its claims section (results/CLAIMS.md is
-    rewritten by ``make claims``)."""
-    from oscrepro.claims.scoreboard import (
-        Checked,
-        check_claim,
-        load_claims,
-        read_cells,
-        table_csv,
-        write_table_sections,
-    )
+    """Re-check the claims of the table just rendered that are judged at ``budget`` and write its claims section,
+    as ``make claims`` does (which also rewrites results/CLAIMS.md)."""
+    from oscrepro.claims.scoreboard import check_table, write_table_sections
 
-    csv_path = table_csv(results, key, budget)
-    claims = load_claims(key)
-    if claims and budget != "smoke" and csv_path.exists():
-        cells = read_cells(csv_path)
-        write_table_sections([Checked(c, budget, check_claim(c, cells), csv_path.with_suffix(".md")) for c in claims],
-                             results / "CLAIMS.md")
+    write_table_sections(check_table(key, budget, results), results / "CLAIMS.md")
 
 
 def matched_widths(spec: TableSpec, budget: str, extra: list[str]) -> tuple[TableSpec, list[str]]:

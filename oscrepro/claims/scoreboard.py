@@ -155,19 +155,21 @@ def check_claim(claim: Claim, cells: Cells) -> V.Verdict:
     return V.within(_stats(cells, c["a"], claim), float(target), float(c["tol"]), level, bool(c.get("exact", False)))
 
 
+def check_table(key: str, budget: str, results: Path, conf_dir: Path = CONF_DIR) -> list[Checked]:
+    """The claims of table ``key`` judged at ``budget`` (a claim's ``budgets`` say where a verdict means something),
+    checked on its committed csv; none at smoke or where the csv does not exist."""
+    path = table_csv(results, key, budget)
+    claims = [cl for cl in load_claims(key, conf_dir) if budget in cl.budgets]
+    if not claims or budget == "smoke" or not path.exists():
+        return []
+    cells = read_cells(path)
+    return [Checked(cl, budget, check_claim(cl, cells), path.with_suffix(".md")) for cl in claims]
+
+
 def check_all(results: Path, conf_dir: Path = CONF_DIR) -> list[Checked]:
     """Every claim of every table spec at every budget whose table csv exists."""
-    out = []
-    for key in available_tables(conf_dir):
-        claims = load_claims(key, conf_dir)
-        for budget in BUDGETS:
-            path = table_csv(results, key, budget)
-            if not claims or budget == "smoke" or not path.exists():
-                continue
-            cells = read_cells(path)
-            out.extend(Checked(cl, budget, check_claim(cl, cells), path.with_suffix(".md")) for cl in claims
-                       if budget in cl.budgets)
-    return out
+    return [c for key in available_tables(conf_dir) for budget in BUDGETS for c in check_table(key, budget, results,
+                                                                                                 conf_dir)]
 
 
 def unchecked(results: Path, conf_dir: Path = CONF_DIR) -> list[Claim]:

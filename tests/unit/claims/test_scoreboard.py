@@ -158,3 +158,20 @@ def test_budgets_restrict_where_a_claim_is_judged(tree: tuple[Path, Path]) -> No
     path.write_text(SPEC.replace("  where: T1\n", "  where: T1\n  budgets: [smoke]\n", 1))
     with pytest.raises(ClaimError, match="budgets=\\['smoke'\\]; valid: cpu, paper"):
         load_claims("toy/t", conf)
+
+
+def test_a_paper_only_claim_is_not_judged_at_cpu_by_a_table_build_either(tmp_path: Path) -> None:
+    """check_table is what a table build (oscrepro.table.refresh_claims) and `make claims` both use: a claim with
+    budgets [paper] gets no verdict on the cpu table."""
+    from oscrepro.claims.scoreboard import check_table
+
+    spec = yaml.safe_load(SPEC)
+    spec["claims"] = [dict(_diff("a-above-b", "A", "B"), budgets=["paper"]), _diff("b-above-a", "B", "A")]
+    conf, results = tmp_path / "conf", tmp_path / "results"
+    (conf / "table" / "toy").mkdir(parents=True)
+    (conf / "table" / "toy" / "t.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    cells = {"A": (90.0, 0.2, 3), "B": (80.0, 0.2, 3), "C": (80.5, 2.0, 3)}
+    write_table(results / "toy" / "cpu" / "t.csv", cells, {})
+    write_table(results / "toy" / "t.csv", cells, {})
+    assert [c.claim.id for c in check_table("toy/t", "cpu", results, conf)] == ["b-above-a"]
+    assert [c.claim.id for c in check_table("toy/t", "paper", results, conf)] == ["a-above-b", "b-above-a"]
