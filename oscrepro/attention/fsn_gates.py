@@ -10,14 +10,17 @@ same computation in real arithmetic::
 
 Backward, with m the coordinate mean of a = softplus(raw_q) (clamped at the gate floor):
 d rot = dq gq / tau + dk gk;  d gq = <dq, rot> / tau;  d a = (d gq - <d gq, gq> / k) / m;  d raw_q = d a sigmoid(raw_q)
-(likewise k);  d raw_v = d gv;  dx = d raw W,  dW = d raw^T x,  db = sum d raw (the GEMMs);
+with sigmoid(raw_q) = 1 - exp(-a) from the a saved by the forward (likewise k);  d raw_v = d gv;
+dx = d raw W,  dW = d raw^T x,  db = sum d raw (the GEMMs);
 d theta = -s (dx_c + d rot . d rot/dc + dc) + c (dx_s + d rot . d rot/ds + ds);  d log tau = -<dq, q>.
 
 The elementwise stages around the GEMMs are pure functions, run eagerly or through ``torch.compile``
 (:mod:`oscrepro.attention.compiled`), chosen like the kernel's stages
 (:func:`~oscrepro.attention.fsn_fused.use_compiled`).
 Measured (issue 16, results/fsn/cpu/step_time.md): the gates' backward through plain autograd cost ~190 ms of a
-950 ms FSN training step at batch 16 on one CPU thread.
+950 ms FSN training step at batch 16 on one CPU thread. The drift exp(i omega t) is a (T, k) table computed once
+per call and the softplus activations are saved rather than recomputed: inside the compiled stages both were
+transcendentals evaluated per element of (B, T, k) in the forward and again in the backward.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from oscrepro.attention.compiled import CompiledPair, run_with_fallback
 from oscrepro.attention.kuramoto import PhaseGates
 
 
-def _drift(t: int, omega: Tensor) -> tuple[Tensor, Tensor]:
-    """cos, sin of omega t: (T, k) each."""
+def drift(t: int, omega: Tensor) -> tuple[Tensor, Tensor]:
+    """cos, sin of omega t: (T, k) each. Computed once per call outside the compiled stages (inside, the trig
+    would be recomputed for every batch row)."""
     ang = torch.arange(t, device=omega.device, dtype=omega.dtype)[:, None] * omega
     return torch.cos(ang), torch.sin(ang)
 
@@ -41,43 +45,44 @@ def gate_inputs(theta: Tensor) -> tuple[Tensor, Tensor]:
     return torch.cos(theta), torch.sin(theta)
 
 
-def gate_outputs(raw: Tensor, c: Tensor, s: Tensor, omega: Tensor, log_tau: Tensor, floor: float
-                 ) -> tuple[Tensor, Tensor, Tensor]:
-    """q (pre-scaled by 1/tau) and k features as (Re, Im) planes (B, T, 2, k) and the value gate (B, T, k) from
-    raw = x W^T + b. (Planes, not PhaseGates' interleaved (B, T, k, 2): the score is a dot product over all
-    features, so any layout shared by q and k gives the same scores.)"""
+def gate_outputs(raw: Tensor, c: Tensor, s: Tensor, cw: Tensor, sw: Tensor, log_tau: Tensor, floor: float
+                 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """q (pre-scaled by 1/tau) and k features as (Re, Im) planes (B, T, 2, k), the value gate (B, T, k) and the
+    softplus activations a (B, T, 2, k) (kept for the backward) from raw = x W^T + b and the drift cw, sw (T, k).
+    (Planes, not PhaseGates' interleaved (B, T, k, 2): the score is a dot product over all features, so any
+    layout shared by q and k gives the same scores.)"""
     kk = c.shape[-1]
-    gqk = F.softplus(raw[..., : 2 * kk]).unflatten(-1, (2, kk))  # (B, T, 2, k)
-    gqk = gqk / gqk.mean(dim=-1, keepdim=True).clamp_min(floor)
-    cw, sw = _drift(c.shape[1], omega)
-    rot = torch.stack([c * cw - s * sw, s * cw + c * sw], dim=2)  # (B, T, 2, k)
-    return rot * (gqk[..., 0:1, :] * torch.exp(-log_tau)), rot * gqk[..., 1:2, :], raw[..., 2 * kk:]
+    a = F.softplus(raw[..., : 2 * kk]).unflatten(-1, (2, kk))  # (B, T, 2, k)
+    g = a / a.mean(dim=-1, keepdim=True).clamp_min(floor)
+    gq, gk = g[..., 0, :] * torch.exp(-log_tau), g[..., 1, :]
+    rr, ri = c * cw - s * sw, s * cw + c * sw  # rot = z exp(i omega t), (B, T, k)
+    return torch.stack([rr * gq, ri * gq], dim=2), torch.stack([rr * gk, ri * gk], dim=2), raw[..., 2 * kk:], a
 
 
-def raw_grads(dq: Tensor, dk: Tensor, dgv: Tensor, raw: Tensor, c: Tensor, s: Tensor, omega: Tensor,
-              log_tau: Tensor, floor: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Backward before the GEMMs: d raw (B, T, 3k), the rotation's share of dc, ds (B, T, k) and d log tau ()."""
-    kk = c.shape[-1]
-    sp = raw[..., : 2 * kk].unflatten(-1, (2, kk))  # pre-softplus, (B, T, 2, k)
-    a = F.softplus(sp)
+def _gate_grad(a: Tensor, dg: Tensor, floor: float) -> tuple[Tensor, Tensor]:
+    """Through g = a / max(mean a, floor) and a = softplus(raw): d raw and g, (B, T, k) each. softplus' = sigmoid
+    = 1 - exp(-a), from the saved a (expm1: exact where a is tiny)."""
     mean = a.mean(dim=-1, keepdim=True)
     m = mean.clamp_min(floor)
     g = a / m
+    active = (mean >= floor).to(a.dtype)
+    return (dg - active * (dg * g).mean(dim=-1, keepdim=True)) / m * -torch.expm1(-a), g
+
+
+def raw_grads(dq: Tensor, dk: Tensor, dgv: Tensor, a: Tensor, c: Tensor, s: Tensor, cw: Tensor, sw: Tensor,
+              log_tau: Tensor, floor: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Backward before the GEMMs: d raw (B, T, 3k), the rotation's share of dc, ds (B, T, k) and d log tau ()."""
     scale = torch.exp(-log_tau)
-    cw, sw = _drift(c.shape[1], omega)
     rr, ri = c * cw - s * sw, s * cw + c * sw  # rot, (B, T, k)
-    gq, gk = g[..., 0, :], g[..., 1, :]
     dqr, dqi, dkr, dki = dq[:, :, 0], dq[:, :, 1], dk[:, :, 0], dk[:, :, 1]  # planes (B, T, 2, k)
+    dgq = dqr * rr + dqi * ri  # d g^q without the 1/tau
+    draw_q, gq = _gate_grad(a[:, :, 0], dgq * scale, floor)
+    draw_k, gk = _gate_grad(a[:, :, 1], dkr * rr + dki * ri, floor)
     drr = dqr * gq * scale + dkr * gk
     dri = dqi * gq * scale + dki * gk
-    dg = torch.stack([(dqr * rr + dqi * ri) * scale, dkr * rr + dki * ri], dim=-2)  # (B, T, 2, k)
-    active = (mean >= floor).to(a.dtype)
-    da = (dg - active * (dg * g).mean(dim=-1, keepdim=True)) / m
-    draw = torch.cat([(da * torch.sigmoid(sp)).flatten(-2), dgv], dim=-1)  # (B, T, 3k)
     dc = drr * cw + dri * sw  # d rot / d c = (cw, sw), d rot / d s = (-sw, cw)
     ds = dri * cw - drr * sw
-    dlog_tau = -((dqr * rr + dqi * ri) * gq).sum() * scale
-    return draw, dc, ds, dlog_tau
+    return torch.cat([draw_q, draw_k, dgv], dim=-1), dc, ds, -(dgq * gq).sum() * scale
 
 
 def theta_grad(theta: Tensor, dxc: Tensor, dxs: Tensor, dc_rot: Tensor, ds_rot: Tensor, dc: Tensor, ds: Tensor
@@ -103,20 +108,21 @@ class GateFeatures(torch.autograd.Function):
         b, t, kk = c.shape
         wc, ws = weight[:, 0::2], weight[:, 1::2]  # (3k, k) each
         raw = torch.addmm(bias, c.view(b * t, kk), wc.t()).addmm_(s.view(b * t, kk), ws.t()).view(b, t, 3 * kk)
-        q, k, gv = post(raw, c, s, omega, log_tau, floor)
+        cw, sw = drift(t, omega)
+        q, k, gv, a = post(raw, c, s, cw, sw, log_tau, floor)
         ctx.floor, ctx.compiled = floor, compiled
-        ctx.save_for_backward(theta, c, s, raw, weight, log_tau, omega)
+        ctx.save_for_backward(theta, c, s, a, weight, log_tau, cw, sw)
         return c, s, q, k, gv
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dc: Tensor, ds: Tensor, dq: Tensor, dk: Tensor, dgv: Tensor) -> tuple[Tensor | None, ...]:
-        theta, c, s, raw, weight, log_tau, omega = ctx.saved_tensors
+        theta, c, s, a, weight, log_tau, cw, sw = ctx.saved_tensors
         b, t, kk = c.shape
         pre, post = _BACKWARD.get(ctx.compiled)
         dc, ds, dgv = (torch.zeros_like(c) if g is None else g.contiguous() for g in (dc, ds, dgv))
         dq, dk = (c.new_zeros(b, t, 2, kk) if g is None else g.contiguous() for g in (dq, dk))
-        draw, dc_rot, ds_rot, dlog_tau = pre(dq, dk, dgv, raw, c, s, omega, log_tau, ctx.floor)
+        draw, dc_rot, ds_rot, dlog_tau = pre(dq, dk, dgv, a, c, s, cw, sw, log_tau, ctx.floor)
         draw2 = draw.view(b * t, 3 * kk)
         dxc = (draw2 @ weight[:, 0::2]).view(b, t, kk)
         dxs = (draw2 @ weight[:, 1::2]).view(b, t, kk)

@@ -27,6 +27,7 @@ def test_step_time_smoke(tmp_path: Path) -> None:
         assert r["GFLOP/step"] > 0 and r["params"] > 9e5  # the ~1M-parameter models of Table 3
         assert r["wall min ms"] <= r["wall median ms"] <= r["wall max ms"]
         assert r["tokens/s (ours)"] == pytest.approx(1e6 / r["us/token"])
+        assert r["profiled GEMM ms"] > 0 and r["profiled other ms"] > 0  # the CPU split of one profiled step
     for col in ("wall median ms", "CPU median ms", "GFLOP/step", "params", "tokens/s (paper)"):
         assert ratio[col] == pytest.approx(fsn[col] / tf[col]), col
     # the per-token ratio is the step-time ratio (same tokens per step)

@@ -10,7 +10,7 @@ import torch
 
 from oscrepro.attention import fsn_fused
 from oscrepro.attention.fsn import FSNAttention
-from oscrepro.attention.fsn_fused import dout_planes, field_planes, fused_kernel, harmonic_planes, project
+from oscrepro.attention.fsn_fused import dout_planes, field_planes, fused_kernel, harmonic_list, project
 from oscrepro.attention.kuramoto import PhaseGates
 
 
@@ -22,7 +22,7 @@ def test_stages_match_complex_definitions() -> None:
     z = torch.polar(torch.ones_like(theta), theta)
     w = torch.randn(2, n, k, dtype=torch.complex128)
     zn = torch.stack([z**m for m in range(1, n + 1)], dim=2)  # (B, T, N, k)
-    pr, pi = harmonic_planes(z.real, z.imag, n)
+    pr, pi = (torch.stack(p, dim=2) for p in harmonic_list(z.real, z.imag, n))
     torch.testing.assert_close(torch.complex(pr, pi), zn)
     succ = torch.cat([zn[:, 1:], torch.zeros_like(zn[:, :1])], dim=1)
     fld = field_planes(z.real, z.imag, w.real, w.imag, n)

@@ -79,3 +79,17 @@ def test_compiled_bound_equals_eager(monkeypatch: pytest.MonkeyPatch) -> None:
     torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-6)
     for gf, gr in zip(loss_grads([fast], [x, alpha]), loss_grads([ref], [x, alpha]), strict=True):
         torch.testing.assert_close(gf, gr, rtol=1e-5, atol=1e-5)
+
+
+def test_saved_softplus_gives_the_sigmoid_of_deeply_negative_gates() -> None:
+    """The backward takes softplus' = sigmoid(raw) = -expm1(-a) from the saved a = softplus(raw): in float32 at
+    raw = -30 (sigmoid ~ 9e-14), where 1 - exp(-a) rounds to 0, the bias gradient keeps the reference's value."""
+    gates = make_gates(8, torch.float32)
+    with torch.no_grad():
+        gates.proj.bias[:3] = -30.0  # three q gates far below zero; the others keep the mean above the floor
+    theta = (torch.randn(2, 5, 8) * 3).requires_grad_()
+    params = [gates.proj.bias]
+    (fast,), (ref,) = loss_grads(list(gate_features(theta, gates, False)), params), loss_grads(reference(theta, gates),
+                                                                                             params)
+    assert ref[:3].abs().min() > 0
+    torch.testing.assert_close(fast[:3], ref[:3], rtol=1e-3, atol=0.0)
