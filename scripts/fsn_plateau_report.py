@@ -3,16 +3,25 @@ records of Table 1 / the ladder and the logged curves of the diagnostic runs (wh
 
     results/fsn/cpu/plateau_h200_curves.txt   k, data module, batch, lr, step:val_bpc ... (H200 diagnostics)
     results/fsn/cpu/plateau_mf_cpu.txt        FSN-MF trained on to 3,000 steps on the 2-core CPU
+    results/fsn/cpu/anneal_pilot.txt          Table 1 rows retrained with a half-cosine learning-rate decay
 
     python scripts/fsn_plateau_report.py
+    python scripts/fsn_plateau_report.py --collect DIR   # first: anneal_pilot.txt from the pilot records in DIR
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
+import json
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from oscrepro.tables.ngram import corpus_levels
+from oscrepro.tables.plan import plan
+from oscrepro.tables.spec import load_spec
+from oscrepro.utils.run_record import hashed_payload
 
 OUT = Path("results/fsn/cpu")
 RUNS = Path("results/runs/fsn/charlm")
@@ -72,6 +81,69 @@ At batch 8 and constant lr 1e-3 the mean-field model's validation loss is noisy 
 `cpu` budget does not bring both seeds below 2.5 bpc."""
 
 
+ANNEAL = """
+## An annealed `cpu` recipe (pilot, 2026-11-26, this 2-core CPU)
+
+Table 1's configurations retrained at the same `cpu` budget (batch 8 × 256, 2,000 steps, lr 1e-3) with one change:
+the learning rate decays by a half cosine from 1e-3 to 0 over the 2,000 steps (no warm-up) instead of staying
+constant. Command: `python -m oscrepro.train experiment=fsn/charlm budget=cpu <row overrides> seed=<s>
+'+task.scheduler={_target_:oscrepro.tasks.schedules.warmup_cosine,_partial_:true,total_steps:null}'
++task.scheduler_interval=step paths.results_dir=<scratch>` (records in a scratch results dir, not kept:
+`anneal_pilot.txt` is collected from them by `--collect`). Beside each, the committed Table 1 run of the same row
+and seed (constant lr).
+
+| Table 1 row | seed | val bpc at 500 / 1,000 / 1,500 / 2,000 steps, cosine | constant lr (Table 1 record) |
+|---|---|---|---|"""
+ANNEAL_TAIL = """
+At an unchanged step count and batch, the decayed learning rate ends {lower} of {n} piloted runs lower than the
+constant one (final differences {lo:+.3f} to {hi:+.3f} bpc, cosine − constant). Not yet the table's recipe:
+switching `budget_scale/experiment/fsn/charlm/cpu.yaml` to it retrains Table 1 (22 runs), the screen and the
+ladder's 2-8M rungs, whose 1M rung is Table 1's."""
+PILOT_ONLY = ("task.scheduler", "task.scheduler_interval", "experiment_name")
+
+
+def _identity(cfg: dict) -> str:
+    """A run's hashed config without the keys a pilot changes (schedule, record location)."""
+    payload = hashed_payload(OmegaConf.create(cfg))
+    task = payload.get("task", {})
+    for key in ("scheduler", "scheduler_interval"):
+        task.pop(key, None)
+    payload.pop("experiment_name", None)
+    return json.dumps(payload, sort_keys=True, default=str)
+
+
+def table1_runs() -> dict[str, tuple[str, int, Path]]:
+    """identity -> (Table 1 row label, seed, committed record dir) for every Table 1 cell at `cpu`."""
+    spec = load_spec("fsn/table1")
+    out = {}
+    for (row, _col), requests in plan(spec, "cpu").items():
+        for req in requests:
+            cfg = OmegaConf.to_container(req.cfg, resolve=True)
+            out[_identity(cfg)] = (spec.rows[row].label, int(cfg["seed"]), req.run_dir)
+    return out
+
+
+def _val_points(history: Path) -> list[str]:
+    rows = list(csv.DictReader(open(history)))
+    return [f"{int(r['step']) + 1}:{float(r['val/bpc']):.3f}" for r in rows if r.get("val/bpc")]
+
+
+def collect(pilot_dir: Path) -> None:
+    """Write anneal_pilot.txt: one line per finished pilot record under ``pilot_dir``, matched to its Table 1 row."""
+    known = table1_runs()
+    lines = []
+    for status in sorted(pilot_dir.glob("runs/*/*/status.json")):
+        if json.loads(status.read_text()).get("status") != "ok":
+            continue
+        cfg = OmegaConf.to_container(OmegaConf.load(status.parent / "config.yaml"), resolve=False)
+        label, seed, ref = known[_identity(cfg)]
+        history = status.parent / "history.csv"
+        lines.append(json.dumps({"row": label, "seed": seed, "cosine": _val_points(history),
+                                 "table1_record": ref.name}))
+    (OUT / "anneal_pilot.txt").write_text("\n".join(sorted(lines)) + "\n")
+    print(f"wrote {OUT / 'anneal_pilot.txt'} ({len(lines)} runs)")
+
+
 def _log_lines(name: str) -> list[list[str]]:
     return [line.split() for line in (OUT / name).read_text().split("\n") if line.strip()]
 
@@ -88,9 +160,22 @@ def main() -> None:
     for _seed, s, _ffn, name, _ms, steps, *pts in _log_lines("plateau_mf_cpu.txt"):
         lines.append(f"| {name}, seed {s}, {steps} steps | {' '.join(pts)} |")
     lines.append(TAIL)
+    lines.append(ANNEAL)
+    diffs = []
+    for entry in map(json.loads, (OUT / "anneal_pilot.txt").read_text().split("\n")[:-1]):
+        const = curve(entry["table1_record"])
+        cos = [p.split(":")[1] for p in entry["cosine"]]
+        diffs.append(float(cos[-1]) - float(const.split(" / ")[-1]))
+        lines.append(f"| {entry['row']} | {entry['seed']} | {' / '.join(cos)} | {const} (`{entry['table1_record']}`) |")
+    lines.append(ANNEAL_TAIL.format(lower=sum(d < 0 for d in diffs), n=len(diffs), lo=min(diffs), hi=max(diffs)))
     (OUT / "plateau.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT / 'plateau.md'}")
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--collect", type=Path, help="pilot results dir to collect anneal_pilot.txt from first")
+    args = parser.parse_args()
+    if args.collect:
+        collect(args.collect)
     main()

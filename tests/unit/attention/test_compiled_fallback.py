@@ -49,8 +49,8 @@ def test_the_fsn_bound_falls_back_when_compile_fails(monkeypatch):
         raise RuntimeError("inductor unavailable")
 
     monkeypatch.setattr(torch, "compile", broken_compile)
-    monkeypatch.setattr(torus_lm, "_BOUND", CompiledPair("bounded update", torus_lm.bounded_update,
-                                                         torus_lm.bounded_update))
+    monkeypatch.setattr(torus_lm, "_BOUND", CompiledPair("bounded update", torus_lm.bound_forward,
+                                                         torus_lm.bound_backward))
     x, alpha = torch.randn(4, 256, 256), torch.tensor(2.0)  # B*T*k >= COMPILE_MIN_ELEMS: the compiled path is asked
     with pytest.warns(UserWarning, match="inductor unavailable"):
         y = torus_lm.bound(x, alpha)
