@@ -98,8 +98,9 @@ ANNEAL_TAIL = """
 At an unchanged step count and batch, the decayed learning rate ends {lower} of {n} piloted runs lower than the
 constant one (final differences {lo:+.3f} to {hi:+.3f} bpc, cosine − constant). Not yet the table's recipe:
 switching `budget_scale/experiment/fsn/charlm/cpu.yaml` to it retrains Table 1 (22 runs), the screen and the
-ladder's 2-8M rungs, whose 1M rung is Table 1's."""
-PILOT_ONLY = ("task.scheduler", "task.scheduler_interval", "experiment_name")
+ladder's 2-8M rungs, whose 1M rung is Table 1's. The `anneal` variant of Table 1 (`results/fsn/cpu/anneal/`) is
+that retraining: `python -m oscrepro.table fsn/table1 --budget cpu --variant anneal --launcher joblib
+'+task.scheduler={{...as above...}}' +task.scheduler_interval=step`."""
 
 
 def _identity(cfg: dict) -> str:
@@ -161,13 +162,17 @@ def main() -> None:
         lines.append(f"| {name}, seed {s}, {steps} steps | {' '.join(pts)} |")
     lines.append(TAIL)
     lines.append(ANNEAL)
-    diffs = []
+    diffs, finals = [], {}
     for entry in map(json.loads, (OUT / "anneal_pilot.txt").read_text().split("\n")[:-1]):
         const = curve(entry["table1_record"])
         cos = [p.split(":")[1] for p in entry["cosine"]]
         diffs.append(float(cos[-1]) - float(const.split(" / ")[-1]))
+        finals.setdefault(entry["row"], []).append((float(cos[-1]), float(const.split(" / ")[-1])))
         lines.append(f"| {entry['row']} | {entry['seed']} | {' / '.join(cos)} | {const} (`{entry['table1_record']}`) |")
     lines.append(ANNEAL_TAIL.format(lower=sum(d < 0 for d in diffs), n=len(diffs), lo=min(diffs), hi=max(diffs)))
+    lines.append("Seed means at 2,000 steps, cosine vs constant: " + "; ".join(
+        f"{row} {sum(c for c, _ in v) / len(v):.3f} vs {sum(k for _, k in v) / len(v):.3f} ({len(v)} seeds)"
+        for row, v in finals.items()) + ".")
     (OUT / "plateau.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT / 'plateau.md'}")
 
