@@ -88,7 +88,8 @@ Table 1's configurations retrained at the same `cpu` budget (batch 8 × 256, 2,0
 the learning rate decays by a half cosine from 1e-3 to 0 over the 2,000 steps (no warm-up) instead of staying
 constant. Command: `python -m oscrepro.train experiment=fsn/charlm budget=cpu <row overrides> seed=<s>
 '+task.scheduler={_target_:oscrepro.tasks.schedules.warmup_cosine,_partial_:true,total_steps:null}'
-+task.scheduler_interval=step paths.results_dir=<scratch>` (records in a scratch results dir, not kept:
++task.scheduler_interval=step paths.results_dir=<scratch> experiment_name=<scratch name>` (today:
+`+lr_schedule=cosine`; records in a scratch results dir, not kept:
 `anneal_pilot.txt` is collected from them by `--collect`). Beside each, the committed Table 1 run of the same row
 and seed (constant lr).
 
@@ -100,7 +101,7 @@ constant one (final differences {lo:+.3f} to {hi:+.3f} bpc, cosine − constant)
 switching `budget_scale/experiment/fsn/charlm/cpu.yaml` to it retrains Table 1 (22 runs), the screen and the
 ladder's 2-8M rungs, whose 1M rung is Table 1's. The `anneal` variant of Table 1 (`results/fsn/cpu/anneal/`) is
 that retraining: `python -m oscrepro.table fsn/table1 --budget cpu --variant anneal --launcher joblib
-'+task.scheduler={{...as above...}}' +task.scheduler_interval=step`."""
++lr_schedule=cosine` (`conf/lr_schedule/cosine.yaml`: the same schedule, the same run ids)."""
 
 
 def _identity(cfg: dict) -> str:
