@@ -33,6 +33,17 @@ class CompiledPair:
             self._compiled = tuple(torch.compile(fn, dynamic=False) for fn in self.eager)  # type: ignore[assignment]
         return self._compiled
 
+    def call(self, compiled: bool, index: int, *args: object) -> object:
+        """Stage ``index`` (0: first, 1: second) compiled when ``compiled``, else eager. For stages that run outside
+        :func:`run_with_fallback`'s reach (an autograd backward): a failure of the compiled stage marks the pair
+        broken (one warning) and runs the eager stage, which raises again if the error was not the compiler's."""
+        if compiled and not self.broken:
+            try:
+                return self.get(True)[index](*args)
+            except Exception as err:  # noqa: BLE001 -- any compile backend failure means "use eager"
+                self.mark_broken(err)
+        return self.eager[index](*args)
+
     def mark_broken(self, err: Exception) -> None:
         """Record that compiling failed here (one warning); afterwards :meth:`get` returns the eager pair."""
         if not self.broken:

@@ -158,17 +158,11 @@ class FusedKernel(torch.autograd.Function):
         b, t, _, n_h, _ = o.shape
         h = q3.shape[0] // b
         da = da.contiguous()
-        prologue, epilogue = _BACKWARD.get(ctx.compiled)
-        try:
-            dout = prologue(zr, zi, da, n_h)
-        except Exception as err:  # noqa: BLE001 -- a compile failure in the backward: eager from here on
-            _BACKWARD.mark_broken(err)
-            prologue, epilogue = _BACKWARD.get(False)
-            dout = prologue(zr, zi, da, n_h)
+        dout = _BACKWARD.call(ctx.compiled, 0, zr, zi, da, n_h)
         dout = to_heads(dout, h, -1).reshape(b * h, t, -1)
         dq, dk, dv = strict_backward(q3, k3, v, probs, diag, dout, ddiag.reshape(b * h, t), ctx.causal, ctx.chunk)
         dfield = from_heads(dv.view(b, h, t, -1), (2, n_h, -1), -1)  # (B, T, 2, N, k)
-        dzr, dzi, dw = epilogue(zr, zi, o, dfield, da, wr, wi)
+        dzr, dzi, dw = _BACKWARD.call(ctx.compiled, 1, zr, zi, o, dfield, da, wr, wi)
         return (dzr, dzi, dq.view(b, h, t, -1), dk.view(b, h, t, -1), torch.complex(dw[:, 0], dw[:, 1]),
                 None, None, None, None)
 

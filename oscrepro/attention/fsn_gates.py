@@ -119,15 +119,15 @@ class GateFeatures(torch.autograd.Function):
     def backward(ctx, dc: Tensor, ds: Tensor, dq: Tensor, dk: Tensor, dgv: Tensor) -> tuple[Tensor | None, ...]:
         theta, c, s, a, weight, log_tau, cw, sw = ctx.saved_tensors
         b, t, kk = c.shape
-        pre, post = _BACKWARD.get(ctx.compiled)
         dc, ds, dgv = (torch.zeros_like(c) if g is None else g.contiguous() for g in (dc, ds, dgv))
         dq, dk = (c.new_zeros(b, t, 2, kk) if g is None else g.contiguous() for g in (dq, dk))
-        draw, dc_rot, ds_rot, dlog_tau = pre(dq, dk, dgv, a, c, s, cw, sw, log_tau, ctx.floor)
+        draw, dc_rot, ds_rot, dlog_tau = _BACKWARD.call(ctx.compiled, 0, dq, dk, dgv, a, c, s, cw, sw, log_tau,
+                                                        ctx.floor)
         draw2 = draw.view(b * t, 3 * kk)
         dxc = (draw2 @ weight[:, 0::2]).view(b, t, kk)
         dxs = (draw2 @ weight[:, 1::2]).view(b, t, kk)
         dweight = torch.stack([draw2.t() @ c.view(b * t, kk), draw2.t() @ s.view(b * t, kk)], dim=-1).flatten(-2)
-        dtheta = post(theta, dxc, dxs, dc_rot, ds_rot, dc, ds)
+        dtheta = _BACKWARD.call(ctx.compiled, 1, theta, dxc, dxs, dc_rot, ds_rot, dc, ds)
         return dtheta, dweight, draw2.sum(dim=0), dlog_tau, None, None, None
 
 

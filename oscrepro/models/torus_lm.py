@@ -94,11 +94,7 @@ class Bound(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, gy: Tensor) -> tuple[Tensor | None, ...]:
         x, alpha, st, sx = ctx.saved_tensors
-        try:
-            dx, dalpha = _BOUND.get(ctx.compiled)[1](gy.contiguous(), x, alpha, st, sx, ctx.eps)
-        except Exception as err:  # noqa: BLE001 -- a compile failure in the backward: eager from here on
-            _BOUND.mark_broken(err)
-            dx, dalpha = _BOUND.get(False)[1](gy.contiguous(), x, alpha, st, sx, ctx.eps)
+        dx, dalpha = _BOUND.call(ctx.compiled, 1, gy.contiguous(), x, alpha, st, sx, ctx.eps)
         return dx, dalpha.reshape(alpha.shape), None, None
 
 

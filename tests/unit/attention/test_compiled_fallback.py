@@ -42,6 +42,24 @@ def test_not_compiled_never_tries_and_an_eager_error_raises():
     assert calls == [False] and not pair.broken
 
 
+def test_a_stage_called_in_a_backward_falls_back_once(monkeypatch):
+    """CompiledPair.call (the stages an autograd backward runs, outside run_with_fallback): a compile failure of
+    the second stage warns once, marks the pair broken and returns the eager stage's value; later calls go eager."""
+    pair = _pair()
+
+    def broken_compile(*args, **kwargs):
+        raise RuntimeError("inductor unavailable")
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    x = torch.arange(3.0)
+    with pytest.warns(UserWarning, match="inductor unavailable"):
+        torch.testing.assert_close(pair.call(True, 1, x), x - 1)
+    assert pair.broken
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(pair.call(True, 0, x), x + 1)
+
+
 def test_the_fsn_bound_falls_back_when_compile_fails(monkeypatch):
     from oscrepro.models import torus_lm
 
