@@ -35,9 +35,18 @@ RECORDS = {  # the run records behind the Table 1 / ladder cells quoted (run ids
 }
 
 
+def val_points(history: Path) -> list[tuple[int, float]]:
+    """(optimizer steps done, val bpc rounded to 3 places as reported) of every validation in a history.csv."""
+    rows = list(csv.DictReader(open(history)))
+    return [(int(r["step"]) + 1, round(float(r["val/bpc"]), 3)) for r in rows if r.get("val/bpc")]
+
+
 def curve(run_id: str) -> str:
-    rows = list(csv.DictReader(open(RUNS / run_id / "history.csv")))
-    return " / ".join(f"{float(r['val/bpc']):.3f}" for r in rows if r.get("val/bpc"))
+    return " / ".join(f"{v:.3f}" for _, v in val_points(RUNS / run_id / "history.csv"))
+
+
+def final(run_id: str) -> float:
+    return val_points(RUNS / run_id / "history.csv")[-1][1]
 
 
 HEAD = """# fsn at `cpu`: the bigram plateau (issue 16 diagnostics)
@@ -132,11 +141,6 @@ def table1_runs(extra: list[str] | None = None) -> dict[str, tuple[str, int, Pat
     return out
 
 
-def _val_points(history: Path) -> list[str]:
-    rows = list(csv.DictReader(open(history)))
-    return [f"{int(r['step']) + 1}:{float(r['val/bpc']):.3f}" for r in rows if r.get("val/bpc")]
-
-
 def collect(pilot_dir: Path) -> None:
     """Write anneal_pilot.txt: one line per finished pilot record under ``pilot_dir``, matched to its Table 1 row."""
     known = table1_runs()
@@ -146,8 +150,8 @@ def collect(pilot_dir: Path) -> None:
             continue
         cfg = OmegaConf.to_container(OmegaConf.load(status.parent / "config.yaml"), resolve=False)
         label, seed, ref = known[_identity(cfg)]
-        history = status.parent / "history.csv"
-        lines.append(json.dumps({"row": label, "seed": seed, "cosine": _val_points(history),
+        points = [f"{st}:{v:.3f}" for st, v in val_points(status.parent / "history.csv")]
+        lines.append(json.dumps({"row": label, "seed": seed, "cosine": points,
                                  "table1_record": ref.name}))
     (OUT / "anneal_pilot.txt").write_text("\n".join(sorted(lines)) + "\n")
     print(f"wrote {OUT / 'anneal_pilot.txt'} ({len(lines)} runs)")
@@ -175,12 +179,12 @@ def main() -> None:
     for entry in map(json.loads, (OUT / "anneal_pilot.txt").read_text().split("\n")[:-1]):
         const = curve(entry["table1_record"])
         cos = [p.split(":")[1] for p in entry["cosine"]]
-        diffs.append(float(cos[-1]) - float(const.split(" / ")[-1]))
-        finals.setdefault(entry["row"], []).append((float(cos[-1]), float(const.split(" / ")[-1])))
+        diffs.append(float(cos[-1]) - final(entry["table1_record"]))
+        finals.setdefault(entry["row"], []).append((float(cos[-1]), final(entry["table1_record"])))
         rec = variant[(entry["row"], entry["seed"])]
         again = f"{curve(rec.name)} (`{rec.name}`)" if (rec / "history.csv").exists() else "not trained yet"
         if (rec / "history.csv").exists():
-            rerun.append(float(curve(rec.name).split(" / ")[-1]) - float(cos[-1]))
+            rerun.append(final(rec.name) - float(cos[-1]))
         lines.append(f"| {entry['row']} | {entry['seed']} | {' / '.join(cos)} | {again} | {const} "
                      f"(`{entry['table1_record']}`) |")
     lines.append(ANNEAL_TAIL.format(lower=sum(d < 0 for d in diffs), n=len(diffs), lo=min(diffs), hi=max(diffs)))
