@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import inspect
 import logging
 import os
 from collections import Counter
@@ -87,7 +88,15 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         fn = get_method(spec.analysis["_target_"])
         kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets")}
         kwargs.update((spec.analysis.get("budgets") or {}).get(budget, {}))
+        if extra:  # an analysis of a variant: its source runs are planned with the same overrides (same run ids)
+            if "overrides" not in inspect.signature(fn).parameters:
+                raise ValueError(f"table {key}: its analysis ({spec.analysis['_target_']}) reads fixed runs and takes "
+                                 f"no overrides; got {' '.join(extra)}")
+            kwargs["overrides"] = list(extra)
         columns, rows, notes = fn(out_dir=out_dir, budget=budget, results_dir=results, **kwargs)
+        if extra:
+            label = f" (variant `{variant}`)" if variant else ""
+            notes = [f"**Overrides of every source run{label}:** `{' '.join(extra)}`", *notes]
         path = render_analysis_table(spec, budget, columns, rows, out_dir, notes)
         if not variant:
             refresh_claims(key, budget, results)

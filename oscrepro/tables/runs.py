@@ -154,7 +154,7 @@ def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[
         raise MissingRunsError(
             f"table {table} at budget={budget} reads the runs of table {source}; {len(missing)} are missing or "
             f"unfinished:\n  {shown}\nTrain them first:  python -m oscrepro.table {source} --budget {budget}"
-            f" --results-dir {results_dir}{extra}")
+            f" --results-dir {results_dir}{extra}" + (" --variant <the variant's name>" if extra else ""))
     if recovered:
         differ = [n for n in recovered if n.startswith("**")]
         notes += differ

@@ -86,15 +86,19 @@ def fsn_copy_depth(out_dir: Path, budget: str, results_dir: Path, name: str, sou
                    families: list[dict[str, Any]], paper: dict[str, Any], n_standard: int = 1024,
                    n_enriched: int = 192, n_resamples: int = 4000, seed: int = 0, cap: int = 32,
                    batch_size: int = 64, device: str = "auto", figures: dict[str, Any] | None = None,
-                   train_missing: bool = False) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+                   train_missing: bool = False, overrides: list[str] | None = None
+                   ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """fsn Tables 4 / 5 (App. C): per-seed copy-depth margins of ``families`` (Table-1 cells of ``source``)
-    against ``reference`` (``mode`` best | mean), computed by :mod:`oscrepro.papers.fsn.copy_depth_eval`."""
+    against ``reference`` (``mode`` best | mean), computed by :mod:`oscrepro.papers.fsn.copy_depth_eval`.
+
+    ``overrides``: the extra overrides of a variant build of ``source`` (e.g. ``+lr_schedule=cosine``): the
+    margins are then those of the variant's models."""
     from oscrepro.papers.fsn.copy_depth import per_depth_curve, plot_bin_margins, plot_depth_curves, table_rows
     from oscrepro.papers.fsn.copy_depth_eval import best_epoch, copy_depth_battery
 
     cells = {"__ref__": (reference["row"], reference.get("column"))}
     cells.update({f["name"]: (f["row"], f.get("column")) for f in families})
-    runs, notes = source_runs(name, source, budget, cells, results_dir, train_missing)
+    runs, notes = source_runs(name, source, budget, cells, results_dir, train_missing, overrides=overrides)
     fam_runs = {f["name"]: [p for p in runs[f["name"]] if f.get("seeds") is None or _seed(p) in f["seeds"]]
                 for f in families}
     fam_runs = {k: v for k, v in fam_runs.items() if v}

@@ -302,3 +302,31 @@ def test_copy_depth_accepts_another_copy_of_the_same_data_and_refuses_other_data
             copy_depth_battery([ref], {"FSN": [moved]}, n_standard=4, n_enriched=2, n_resamples=50, cache=False)
     finally:
         shutil.rmtree(moved)
+
+
+def test_a_copy_depth_table_of_a_variant_reads_the_variant_runs(built, tmp_path):
+    """``--variant anneal +lr_schedule=cosine`` on Table 4 reads the runs of Table 1's variant (other run ids), not
+    the plain runs: at smoke (train_missing) it trains exactly those, and a missing one is named with the override."""
+    over = ["+lr_schedule=cosine"]
+    results = tmp_path / "results"
+    shutil.copytree(built["results"] / "runs", results / "runs")  # the plain smoke runs are all there
+    with pytest.raises(MissingRunsError) as err:  # cpu: no variant run exists, and the plain ones must not serve
+        build_table("fsn/table4", budget="cpu", results_dir=results, extra=over, variant="anneal")
+    assert "+lr_schedule=cosine --variant" in str(err.value)
+    md = build_table("fsn/table4", budget="smoke", results_dir=results, extra=over, variant="anneal")
+    assert md.parent == results / "fsn" / "smoke" / "anneal"
+    assert "**Overrides of every source run (variant `anneal`):** `+lr_schedule=cosine`" in md.read_text()
+    used = {r["Checkpoint"].split("(")[1].split(";")[0] for r in _rows(md) if r["Checkpoint"]}
+    variant_ids = {r.run_dir.name for row in ("enwik8 — FSN, converged (50 ep)", "enwik8 — FSN, no phases")
+                   for r in cell_requests("fsn/table1", "smoke", row, None, results, over)}
+    plain_ids = {r.run_dir.name for row in ("enwik8 — FSN, converged (50 ep)", "enwik8 — FSN, no phases")
+                 for r in cell_requests("fsn/table1", "smoke", row, None, results)}
+    assert variant_ids <= used and not plain_ids & used
+    cfg = OmegaConf.load(next(results.rglob(f"{sorted(variant_ids)[0]}/config.yaml")))
+    assert cfg.task.scheduler._target_ == "oscrepro.tasks.schedules.warmup_cosine"
+
+
+def test_an_analysis_of_fixed_runs_refuses_overrides(tmp_path):
+    with pytest.raises(ValueError, match="takes no overrides"):
+        build_table("fsn/table3", budget="smoke", results_dir=tmp_path, extra=["+lr_schedule=cosine"], variant="x")
+    assert not (tmp_path / "fsn").exists()
