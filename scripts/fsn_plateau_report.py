@@ -104,8 +104,12 @@ and seed (constant lr).
 
 The third column: the same configurations trained again by the `anneal` variant's build (below), with identical
 configs. The winding-register runs reproduced bit for bit. The FSN-MF runs did not: their training loss differs in
-the fourth decimal from step 50 on (a numeric difference between the two trainings that I have not traced), and
-their final values then drift apart.
+the fourth decimal from step 50 on, and their final values then drift apart. Traced: the FSN-MF pilots trained
+before commit 09cbabf (the bounded update became one autograd node with a hand-written backward: the same gradient,
+summed in another order), the variant's runs and the winding-register pilots after it. Checked on seed 0, 101
+steps of the same schedule: the code before 09cbabf reproduces the pilot's training loss exactly (2.69648 at step
+50, 2.58081 at step 100), today's code the variant record's (2.69721, 2.58221), and two runs of today's code
+agree bit for bit. The runs are deterministic; FSN-MF at batch 8 amplifies a rounding-level change.
 
 | Table 1 row | seed | val bpc at 500 / 1,000 / 1,500 / 2,000 steps, cosine (pilot) | cosine (`anneal` variant \
 record) | constant lr (Table 1 record) |
