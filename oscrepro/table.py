@@ -31,12 +31,12 @@ from oscrepro.utils.suggest import unknown_key_message
 log = logging.getLogger("oscrepro.table")
 
 
-def refresh_claims(key: str, budget: str, results: Path) -> None:
+def refresh_claims(key: str, budget: str, results: Path, variant: str | None = None) -> None:
     """Re-check the claims of the table just rendered that are judged at ``budget`` and write its claims section,
-    as ``make claims`` does (which also rewrites results/CLAIMS.md)."""
+    as ``make claims`` does (which also rewrites results/CLAIMS.md; a variant's verdicts stay in its own .md)."""
     from oscrepro.claims.scoreboard import check_table, write_table_sections
 
-    write_table_sections(check_table(key, budget, results), results / "CLAIMS.md")
+    write_table_sections(check_table(key, budget, results, variant=variant), results / "CLAIMS.md")
 
 
 def matched_widths(spec: TableSpec, budget: str, extra: list[str]) -> tuple[TableSpec, list[str]]:
@@ -98,8 +98,7 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
             label = f" (variant `{variant}`)" if variant else ""
             notes = [f"**Overrides of every source run{label}:** `{' '.join(extra)}`", *notes]
         path = render_analysis_table(spec, budget, columns, rows, out_dir, notes)
-        if not variant:
-            refresh_claims(key, budget, results)
+        refresh_claims(key, budget, results, variant)
         print(f"[table {key}] wrote {path} and {path.with_suffix('.csv')}", flush=True)
         return path
 
@@ -143,8 +142,7 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         label = f" (variant `{variant}`)" if variant else ""
         notes = [f"**Overrides of every run{label}:** `{' '.join(user_extra)}`", *notes]
     path = render_runs_table(spec, budget, agg, out_dir, data, dict(statuses), notes)
-    if not variant:
-        refresh_claims(key, budget, results)
+    refresh_claims(key, budget, results, variant)
     print(f"[table {key}] wrote {path} and {path.with_suffix('.csv')}", flush=True)
     return path
 

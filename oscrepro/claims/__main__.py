@@ -12,7 +12,15 @@ import os
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from oscrepro.claims.scoreboard import MARK, Checked, check_all, strip_section, unchecked, write_table_sections
+from oscrepro.claims.scoreboard import (
+    MARK,
+    Checked,
+    check_all,
+    check_variants,
+    strip_section,
+    unchecked,
+    write_table_sections,
+)
 from oscrepro.claims.verdict import STATUSES
 from oscrepro.utils.run_record import atomic_write_text
 
@@ -59,8 +67,9 @@ def main(argv: list[str] | None = None) -> None:
     out = results / "CLAIMS.md"
     results.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, render(checked, not_built, results) + "\n")
-    write_table_sections(checked, out)
-    kept = {c.table_md for c in checked}
+    variants = check_variants(results)  # in each variant's own .md, not in the scoreboard
+    write_table_sections(checked + variants, out)
+    kept = {c.table_md for c in checked + variants}
     for md in results.rglob("*.md"):  # a table whose spec lost its claims keeps no stale section
         if md not in kept and md.name != "CLAIMS.md" and md.is_file():
             strip_section(md)

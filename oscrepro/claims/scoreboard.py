@@ -59,6 +59,7 @@ class Checked:
     budget: str
     verdict: V.Verdict
     table_md: Path
+    variant: str | None = None  # a variant build's table (its own .md only; CLAIMS.md judges the plain tables)
 
 
 Cells = dict[tuple[str, str], dict[str, str]]  # (row, column) -> the csv line
@@ -81,10 +82,11 @@ def load_claims(key: str, conf_dir: Path = CONF_DIR) -> list[Claim]:
     return claims
 
 
-def table_csv(results: Path, key: str, budget: str) -> Path:
-    """Where the table engine writes ``key`` at ``budget``."""
+def table_csv(results: Path, key: str, budget: str, variant: str | None = None) -> Path:
+    """Where the table engine writes ``key`` at ``budget`` (``variant``: a ``--variant`` build of it)."""
     paper, name = key.split("/", 1)
-    return results / paper / f"{name}.csv" if budget == "paper" else results / paper / budget / f"{name}.csv"
+    base = results / paper if budget == "paper" else results / paper / budget
+    return (base / variant if variant else base) / f"{name}.csv"
 
 
 def read_cells(path: Path) -> Cells:
@@ -155,15 +157,32 @@ def check_claim(claim: Claim, cells: Cells) -> V.Verdict:
     return V.within(_stats(cells, c["a"], claim), float(target), float(c["tol"]), level, bool(c.get("exact", False)))
 
 
-def check_table(key: str, budget: str, results: Path, conf_dir: Path = CONF_DIR) -> list[Checked]:
+def check_table(key: str, budget: str, results: Path, conf_dir: Path = CONF_DIR,
+                variant: str | None = None) -> list[Checked]:
     """The claims of table ``key`` judged at ``budget`` (a claim's ``budgets`` say where a verdict means something),
-    checked on its committed csv; none at smoke or where the csv does not exist."""
-    path = table_csv(results, key, budget)
+    checked on its committed csv (``variant``: that variant build's csv); none at smoke or where the csv does not
+    exist."""
+    path = table_csv(results, key, budget, variant)
     claims = [cl for cl in load_claims(key, conf_dir) if budget in cl.budgets]
     if not claims or budget == "smoke" or not path.exists():
         return []
     cells = read_cells(path)
-    return [Checked(cl, budget, check_claim(cl, cells), path.with_suffix(".md")) for cl in claims]
+    return [Checked(cl, budget, check_claim(cl, cells), path.with_suffix(".md"), variant) for cl in claims]
+
+
+def check_variants(results: Path, conf_dir: Path = CONF_DIR) -> list[Checked]:
+    """The claims of every committed variant build (``results/<paper>[/<budget>]/<variant>/<table>.csv``, e.g. fsn
+    Table 1's ``anneal`` at cpu), judged on the variant's numbers. Their verdicts go into the variant's own .md:
+    the scoreboard (CLAIMS.md) judges the plain tables, built with each paper's recipe."""
+    out: list[Checked] = []
+    for key in available_tables(conf_dir):
+        for budget in BUDGETS:
+            base = table_csv(results, key, budget)
+            if budget == "smoke" or not base.parent.is_dir():
+                continue
+            for sub in sorted(p for p in base.parent.iterdir() if p.is_dir() and p.name not in BUDGETS):
+                out += check_table(key, budget, results, conf_dir, variant=sub.name)
+    return out
 
 
 def check_all(results: Path, conf_dir: Path = CONF_DIR) -> list[Checked]:
@@ -186,9 +205,11 @@ BEGIN, END = "<!-- claims: make claims -->", "<!-- /claims -->"
 
 def table_section(rows: list[Checked], scoreboard: Path) -> str:
     """The claims section of one table's .md (between BEGIN and END markers, rewritten by every ``make claims``)."""
-    lines = [BEGIN, "", "## Claims", "",
-             "The paper's claims on this table, checked on the numbers above (`make claims`; all papers: "
-             f"[CLAIMS.md]({os.path.relpath(scoreboard, rows[0].table_md.parent)})).", "",
+    link = f"[CLAIMS.md]({os.path.relpath(scoreboard, rows[0].table_md.parent)})"
+    intro = (f"The paper's claims on this variant (`{rows[0].variant}`), checked on the numbers above (`make claims`; "
+             f"{link} judges the plain tables only)." if rows[0].variant else
+             f"The paper's claims on this table, checked on the numbers above (`make claims`; all papers: {link}).")
+    lines = [BEGIN, "", "## Claims", "", intro, "",
              "| claim | where | verdict | numbers |", "|---|---|---|---|"]
     lines += [f"| {c.claim.text} | {c.claim.where} | {MARK[c.verdict.status]} | {c.verdict.detail} |" for c in rows]
     return "\n".join([*lines, "", END])

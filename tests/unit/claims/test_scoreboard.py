@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from oscrepro.claims.__main__ import main
-from oscrepro.claims.scoreboard import ClaimError, check_all, load_claims, unchecked
+from oscrepro.claims.scoreboard import ClaimError, check_all, check_variants, load_claims, unchecked
 
 
 def _cell(row: str) -> dict:
@@ -175,3 +175,34 @@ def test_a_paper_only_claim_is_not_judged_at_cpu_by_a_table_build_either(tmp_pat
     write_table(results / "toy" / "t.csv", cells, {})
     assert [c.claim.id for c in check_table("toy/t", "cpu", results, conf)] == ["b-above-a"]
     assert [c.claim.id for c in check_table("toy/t", "paper", results, conf)] == ["a-above-b", "b-above-a"]
+
+
+def test_a_variant_build_gets_its_own_verdicts_outside_the_scoreboard(tree: tuple[Path, Path]) -> None:
+    """``--variant`` builds (results/<paper>/<budget>/<variant>/) are judged on their own numbers, in their own .md;
+    CLAIMS.md counts the plain tables only, and ``make claims`` keeps (rewrites) the variant's section."""
+    conf, results = tree
+    plain = {"A": (90.0, 0.2, 3), "B": (80.0, 0.2, 3), "C": (95.0, 0.2, 3)}
+    write_table(results / "toy" / "cpu" / "t.csv", plain, {"A": 90.1})
+    write_table(results / "toy" / "cpu" / "anneal" / "t.csv", {**plain, "B": (99.0, 0.2, 3)}, {"A": 90.1})
+    for md in (results / "toy" / "cpu" / "t.md", results / "toy" / "cpu" / "anneal" / "t.md"):
+        md.write_text("# toy table\n")
+    got = {c.claim.id: c.verdict.status for c in check_variants(results, conf)}
+    assert got["a-above-b"] == "contradicted" and got["b-above-a"] == "holds"
+    assert all(c.variant == "anneal" for c in check_variants(results, conf))
+    import oscrepro.claims.__main__ as cli
+
+    cli.check_all = lambda r: check_all(r, conf)  # type: ignore[assignment]
+    cli.unchecked = lambda r: unchecked(r, conf)  # type: ignore[assignment]
+    cli.check_variants = lambda r: check_variants(r, conf)  # type: ignore[assignment]
+    try:
+        main(["--results-dir", str(results)])
+        main(["--results-dir", str(results)])
+    finally:
+        import importlib
+
+        importlib.reload(cli)
+    assert "**Summary:** 4 holds, 1 contradicted, 0 inconclusive" in (results / "CLAIMS.md").read_text()
+    assert "anneal" not in (results / "CLAIMS.md").read_text()
+    variant_md = (results / "toy" / "cpu" / "anneal" / "t.md").read_text()
+    assert variant_md.count("## Claims") == 1 and "this variant (`anneal`)" in variant_md
+    assert variant_md.count("❌ contradicted") == 3  # A > B, C > B and B < A < C, on the variant's numbers (B = 99)
