@@ -26,6 +26,7 @@ from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import render_analysis_table, render_runs_table
 from oscrepro.tables.runs import serve_from_variants
 from oscrepro.tables.spec import BUDGETS, TableSpec, available_tables, config_groups, load_spec
+from oscrepro.utils.quiet import quiet_third_party
 from oscrepro.utils.suggest import unknown_key_message
 
 log = logging.getLogger("oscrepro.table")
@@ -163,6 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides applied to every run")
     args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    quiet_third_party()  # analysis tables load and run models without train(), which installs the filters for runs
     if args.overrides:  # a misspelled key: one line with the closest valid key, before anything is planned
         spec = load_spec(args.table)
         if spec.kind != "analysis" and spec.rows and spec.columns:

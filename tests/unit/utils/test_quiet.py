@@ -244,3 +244,17 @@ def test_cpp_extension_cuda_home_line_is_dropped_and_other_records_still_show(ca
         logger.warning("No CUDA runtime is found, using CUDA_HOME='/usr/local'")
         logger.warning("Error building extension 'x'")
     assert [r.getMessage() for r in caplog.records] == ["Error building extension 'x'"]
+
+
+def test_the_table_cli_installs_the_filters(monkeypatch, tmp_path):
+    """``python -m oscrepro.table`` quiets third-party noise itself: analysis tables load and compile models without
+    going through train(), which installs the filters for runs."""
+    import oscrepro.table as table_cli
+
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    monkeypatch.setattr(logger, "filters", [])  # whatever earlier tests installed in this process
+    md = tmp_path / "t.md"
+    md.with_suffix(".csv").write_text("row,column,n_missing\n")
+    monkeypatch.setattr(table_cli, "build_table", lambda *a, **k: md)
+    table_cli.main(["fsn/table3", "--budget", "smoke"])
+    assert sum(type(f).__name__ == "_DropMatching" for f in logger.filters) == 1
