@@ -40,6 +40,12 @@ def refresh_claims(key: str, budget: str, results: Path, variant: str | None = N
     write_table_sections(check_table(key, budget, results, variant=variant), results / "CLAIMS.md")
 
 
+def _overrides_note(what: str, extra: list[str], variant: str | None) -> str:
+    """The header line naming the extra overrides a build applied to every (source) run."""
+    label = f" (variant `{variant}`)" if variant else ""
+    return f"**Overrides of every {what}{label}:** `{' '.join(extra)}`"
+
+
 def matched_widths(spec: TableSpec, budget: str, extra: list[str]) -> tuple[TableSpec, list[str]]:
     """The spec with each row's knob set by its ``match`` (parameter counts within the tolerance of the reference
     row's; ``oscrepro.leaderboard.match``) and the header notes that say so; the spec unchanged without ``match``."""
@@ -96,8 +102,7 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
             kwargs["overrides"] = list(extra)
         columns, rows, notes = fn(out_dir=out_dir, budget=budget, results_dir=results, **kwargs)
         if extra:
-            label = f" (variant `{variant}`)" if variant else ""
-            notes = [f"**Overrides of every source run{label}:** `{' '.join(extra)}`", *notes]
+            notes = [_overrides_note("source run", extra, variant), *notes]
         path = render_analysis_table(spec, budget, columns, rows, out_dir, notes)
         refresh_claims(key, budget, results, variant)
         print(f"[table {key}] wrote {path} and {path.with_suffix('.csv')}", flush=True)
@@ -140,8 +145,7 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
                       **{k: v for k, v in spec.post.items() if k != "_target_"})
     notes = [*width_notes, *notes]
     if user_extra:
-        label = f" (variant `{variant}`)" if variant else ""
-        notes = [f"**Overrides of every run{label}:** `{' '.join(user_extra)}`", *notes]
+        notes = [_overrides_note("run", user_extra, variant), *notes]
     path = render_runs_table(spec, budget, agg, out_dir, data, dict(statuses), notes)
     refresh_claims(key, budget, results, variant)
     print(f"[table {key}] wrote {path} and {path.with_suffix('.csv')}", flush=True)

@@ -41,12 +41,10 @@ def val_points(history: Path) -> list[tuple[int, float]]:
     return [(int(r["step"]) + 1, round(float(r["val/bpc"]), 3)) for r in rows if r.get("val/bpc")]
 
 
-def curve(run_id: str) -> str:
-    return " / ".join(f"{v:.3f}" for _, v in val_points(RUNS / run_id / "history.csv"))
-
-
-def final(run_id: str) -> float:
-    return val_points(RUNS / run_id / "history.csv")[-1][1]
+def curve(run_id: str, run_dir: Path | None = None) -> tuple[str, float]:
+    """(the val bpc curve as "a / b / ...", its final value) of a record (default: ``RUNS / run_id``)."""
+    points = val_points((run_dir or RUNS / run_id) / "history.csv")
+    return " / ".join(f"{v:.3f}" for _, v in points), points[-1][1]
 
 
 HEAD = """# fsn at `cpu`: the bigram plateau (issue 16 diagnostics)
@@ -169,7 +167,7 @@ def main() -> None:
     enwik = corpus_levels(["experiment=fsn/charlm"], "cpu")["bigram"]
     code = corpus_levels(["experiment=fsn/charlm", "data=codeparrot"], "cpu")["bigram"]
     lines = [HEAD.format(enwik=enwik, code=code)]
-    lines += [f"| {name} (`{rid}`) | {curve(rid)} |" for name, rid in RECORDS.items()]
+    lines += [f"| {name} (`{rid}`) | {curve(rid)[0]} |" for name, rid in RECORDS.items()]
     lines.append(H200)
     for k, data, batch, lr, *pts in _log_lines("plateau_h200_curves.txt"):
         lines.append(f"| {k} | {data.replace('CharDataModule', '')} | {batch} | {lr} | {' '.join(pts)} |")
@@ -181,14 +179,16 @@ def main() -> None:
     diffs, finals, rerun = [], {}, []
     variant = {(label, seed): path for label, seed, path in table1_runs(["+lr_schedule=cosine"]).values()}
     for entry in map(json.loads, (OUT / "anneal_pilot.txt").read_text().split("\n")[:-1]):
-        const = curve(entry["table1_record"])
+        const, const_final = curve(entry["table1_record"])
         cos = [p.split(":")[1] for p in entry["cosine"]]
-        diffs.append(float(cos[-1]) - final(entry["table1_record"]))
-        finals.setdefault(entry["row"], []).append((float(cos[-1]), final(entry["table1_record"])))
+        diffs.append(float(cos[-1]) - const_final)
+        finals.setdefault(entry["row"], []).append((float(cos[-1]), const_final))
         rec = variant[(entry["row"], entry["seed"])]
-        again = f"{curve(rec.name)} (`{rec.name}`)" if (rec / "history.csv").exists() else "not trained yet"
+        again = "not trained yet"
         if (rec / "history.csv").exists():
-            rerun.append(final(rec.name) - float(cos[-1]))
+            again_curve, again_final = curve(rec.name, rec)
+            again = f"{again_curve} (`{rec.name}`)"
+            rerun.append(again_final - float(cos[-1]))
         lines.append(f"| {entry['row']} | {entry['seed']} | {' / '.join(cos)} | {again} | {const} "
                      f"(`{entry['table1_record']}`) |")
     lines.append(ANNEAL_TAIL.format(lower=sum(d < 0 for d in diffs), n=len(diffs), lo=min(diffs), hi=max(diffs)))

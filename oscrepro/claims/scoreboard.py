@@ -176,12 +176,11 @@ def check_variants(results: Path, conf_dir: Path = CONF_DIR) -> list[Checked]:
     the scoreboard (CLAIMS.md) judges the plain tables, built with each paper's recipe."""
     out: list[Checked] = []
     for key in available_tables(conf_dir):
-        for budget in BUDGETS:
+        for budget in BUDGETS:  # check_table judges nothing at smoke
             base = table_csv(results, key, budget)
-            if budget == "smoke" or not base.parent.is_dir():
-                continue
-            for sub in sorted(p for p in base.parent.iterdir() if p.is_dir() and p.name not in BUDGETS):
-                out += check_table(key, budget, results, conf_dir, variant=sub.name)
+            for csv_path in sorted(base.parent.glob(f"*/{base.name}")):
+                if csv_path.parent.name not in BUDGETS:  # results/<paper>/cpu/ is a budget, not a variant
+                    out += check_table(key, budget, results, conf_dir, variant=csv_path.parent.name)
     return out
 
 
