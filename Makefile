@@ -51,7 +51,7 @@ table: install ## Build one table: make table PAPER=fqo TABLE=2 BUDGET=cpu [LAUN
 table4: install ## fqo Table 4 + Figure 6 (d_osc sweep on WikiText-2 and TinyStories)
 	$(MAKE) table PAPER=fqo TABLE=4
 
-chaos: install ## SIGKILL a smoke table build 24 times at random moments; final table vs an uninterrupted build
+chaos: install ## SIGKILL a smoke table build 24 times at random moments; final table and every run's metrics vs an uninterrupted build
 	$(PY) -m oscrepro.tables.chaos --kills 24 --seed 7 --out results/chaos/fqo_table2_smoke.md trainer.max_epochs=6 trainer.limit_train_batches=8
 
 claims: install ## Check every claim written in the table specs against the committed tables -> results/CLAIMS.md (no training)
@@ -69,6 +69,24 @@ bench: install ## Mechanism vs softmax block benchmark (ratios in one process): 
 bench-loop: install ## Training-loop overhead (loop vs bare step): results/bench/loop_overhead.md; ARGS=--bf16 adds bf16 speed-ups
 	$(PY) -m oscrepro.bench.loop --out results/bench/loop_overhead.md $(ARGS)
 
-clean: ## Remove caches and run records (results/runs, results/hydra); committed tables stay
-	rm -rf results/runs results/hydra results/wandb .cache .pytest_cache .ruff_cache lightning_logs outputs multirun
-	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+# What `make clean` may remove: caches, logs, sweep outputs, and under results/runs whatever git does not track
+# (checkpoints, logs, locks, new records). Run records and tables that git tracks are never removed: `git clean -x`
+# leaves every file in git's index. Outside a git checkout nothing tells a committed record from a new one, so only
+# what .gitignore says is never committed goes (checkpoints, logs, locks, temporary files).
+CLEAN_PATHS := results/runs results/hydra results/wandb results/submitit .cache .pytest_cache .ruff_cache lightning_logs outputs multirun
+DRY_RUN ?=
+
+clean: ## Remove caches, checkpoints, logs and untracked run records; never a file git tracks [DRY_RUN=1 lists]
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+		git clean $(if $(DRY_RUN),-n,-f) -d -x -- $(CLEAN_PATHS); \
+	else \
+		echo "not a git checkout: run records kept (nothing tells committed from new); checkpoints, logs, caches go"; \
+		for d in $(CLEAN_PATHS); do [ -e "$$d" ] || continue; \
+			if [ "$$d" = results/runs ]; then \
+				find "$$d" \( -type d \( -name checkpoints -o -name logs -o -name eval -o -name '.recover-*' \) -prune \) \
+					-o \( -type f \( -name lock -o -name '*.tmp' \) \) | { if [ -n "$(DRY_RUN)" ]; then sed 's/^/Would remove /'; \
+					else xargs -r rm -rf; fi; }; \
+			elif [ -n "$(DRY_RUN)" ]; then echo "Would remove $$d"; else rm -rf "$$d"; fi; \
+		done; \
+	fi
+	@find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune $(if $(DRY_RUN),-printf 'Would remove %p/\n',-exec rm -rf {} +)

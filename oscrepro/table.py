@@ -5,6 +5,11 @@
     python -m oscrepro.table fqo/table2 --budget cpu trainer=gpu          # extra Hydra overrides for every run
 
 Finished runs (status ok or diverged) are never redone, so a killed build resumes where it stopped.
+
+Bad input is refused before anything is written, in one line on stderr, exit status 2: an unknown table, a spec
+that does not load, an override Hydra cannot compose or a value out of range (``model.d_model=-4``), an override of
+what the spec sets (``seed=-3``: :func:`oscrepro.tables.spec.check_extra_overrides`), a results dir that cannot be
+written. Any path works as ``--results-dir`` (spaces, non-ASCII letters: it is passed to Hydra quoted).
 """
 
 from __future__ import annotations
@@ -14,22 +19,58 @@ import csv
 import inspect
 import logging
 import os
+import sys
 from collections import Counter
 from pathlib import Path
 
+from hydra.errors import HydraException
 from hydra.utils import get_method
 
-from oscrepro.tables.aggregate import aggregate
-from oscrepro.tables.compose import compose_run
+from oscrepro.tables.aggregate import aggregate, effective_status
+from oscrepro.tables.compose import compose_run, path_override
 from oscrepro.tables.launch import LAUNCHERS, LauncherUnavailableError, Progress, check_launcher, launch
 from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import render_analysis_table, render_runs_table
-from oscrepro.tables.runs import serve_from_variants
-from oscrepro.tables.spec import BUDGETS, TableSpec, available_tables, config_groups, load_spec
+from oscrepro.tables.runs import MissingRunsError, serve_from_variants
+from oscrepro.tables.spec import (
+    BUDGETS,
+    SpecError,
+    TableSpec,
+    available_tables,
+    check_extra_overrides,
+    config_groups,
+    load_spec,
+)
+from oscrepro.utils.provenance import git_commit
 from oscrepro.utils.quiet import quiet_third_party
+from oscrepro.utils.run_record import unwritable_dir
 from oscrepro.utils.suggest import unknown_key_message
+from oscrepro.utils.validate import ConfigError
 
 log = logging.getLogger("oscrepro.table")
+BAD_INPUT_EXIT = 2  # config, spec and results-dir errors (argparse's own usage errors exit 2 too)
+
+
+class ResultsDirError(OSError):
+    """The results dir cannot be created or written; raised before anything is written."""
+
+
+def check_results_dir(results: Path) -> None:
+    """Refuse a results dir that this process cannot create or write into, before anything is written
+    (:func:`oscrepro.utils.run_record.unwritable_dir`)."""
+    why = unwritable_dir(results)
+    if why is not None:
+        raise ResultsDirError(f"results dir {why}; pass --results-dir <a folder you can write>")
+
+
+def one_line(text: str) -> str:
+    """A multi-line message (a list of config problems, Hydra's options) as one line: a line ending in ``:`` runs
+    on into the next, other lines are joined by ``; ``."""
+    out = ""
+    for line in (ln.strip() for ln in str(text).splitlines()):
+        if line:
+            out += ("" if not out else " " if out.endswith(":") else "; ") + line
+    return out
 
 
 def refresh_claims(key: str, budget: str, results: Path, variant: str | None = None) -> None:
@@ -38,6 +79,17 @@ def refresh_claims(key: str, budget: str, results: Path, variant: str | None = N
     from oscrepro.claims.scoreboard import check_table, write_table_sections
 
     write_table_sections(check_table(key, budget, results, variant=variant), results / "CLAIMS.md")
+
+
+def warn_if_dirty(key: str) -> None:
+    """Say loudly (stderr) that a table was built from uncommitted code: its header names ``<sha>+dirty``, which no
+    one can check out, so a table meant to be committed is rebuilt after the commit (``make claims`` lists every
+    committed table whose header names such a commit)."""
+    commit = git_commit()
+    if commit.endswith("+dirty"):
+        print(f"[table {key}] WARNING: built from uncommitted code (commit {commit}): its header cannot be traced "
+              f"to a commit; commit the code, then rebuild this table before committing it", file=sys.stderr,
+              flush=True)
 
 
 def _overrides_note(what: str, extra: list[str], variant: str | None) -> str:
@@ -83,22 +135,27 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         raise ValueError(f"budget={budget!r}; valid: {', '.join(BUDGETS)}")
     check_launcher(launcher)
     spec: TableSpec = load_spec(key)
+    check_extra_overrides(spec, list(extra or []))  # seed=..., or a key a row sets: refused, never replaced
     results = Path(results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))
+    check_results_dir(results)
     # paper-budget artifacts live in results/<paper>/, scaled-down ones in results/<paper>/<budget>/, so a cpu
     # build can never overwrite a paper-budget table
     out_dir = results / spec.paper if budget == "paper" else results / spec.paper / budget
     if variant:
         out_dir = out_dir / variant
-    elif extra and any(not o.startswith(("paths.", "trainer.enable_progress_bar")) for o in extra):
-        log.warning("extra overrides %s without --variant: the table renders over the plain one", extra)
+    # said once the overrides are known to compose (a refused build prints its one line alone)
+    over_plain = (not variant and any(not o.startswith(("paths.", "trainer.enable_progress_bar")) for o in extra or [])
+                  and f"extra overrides {extra} without --variant: the table renders over the plain one")
     if spec.kind == "analysis":
+        if over_plain:
+            log.warning(over_plain)
         fn = get_method(spec.analysis["_target_"])
         kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets")}
         kwargs.update((spec.analysis.get("budgets") or {}).get(budget, {}))
         if extra:  # an analysis of a variant: its source runs are planned with the same overrides (same run ids)
             if "overrides" not in inspect.signature(fn).parameters:
-                raise ValueError(f"table {key}: its analysis ({spec.analysis['_target_']}) reads fixed runs and takes "
-                                 f"no overrides; got {' '.join(extra)}")
+                raise SpecError(f"table {key}: its analysis ({spec.analysis['_target_']}) reads fixed runs and takes "
+                                f"no overrides; got {' '.join(extra)}")
             kwargs["overrides"] = list(extra)
         columns, rows, notes = fn(out_dir=out_dir, budget=budget, results_dir=results, **kwargs)
         if extra:
@@ -106,13 +163,16 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         path = render_analysis_table(spec, budget, columns, rows, out_dir, notes)
         refresh_claims(key, budget, results, variant)
         print(f"[table {key}] wrote {path} and {path.with_suffix('.csv')}", flush=True)
+        warn_if_dirty(key)
         return path
 
     # one sweep-level progress line instead of a progress bar per run (the bar does not change the run id)
     user_extra = list(extra or [])
     spec, width_notes = matched_widths(spec, budget, user_extra)
-    extra = [f"paths.results_dir={results}", "trainer.enable_progress_bar=false", *user_extra]
+    extra = [path_override("paths.results_dir", results), "trainer.enable_progress_bar=false", *user_extra]
     cells = plan(spec, budget, extra)
+    if over_plain:
+        log.warning(over_plain)
     serve_from_variants(r for reqs in cells.values() for r in reqs)  # a finished device-only variant serves its cell
     runs = unique_runs(cells)
     missing = [r for r in runs if not r.record.finished()]
@@ -130,12 +190,15 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         launch(missing, launcher, progress, max_workers=workers)
 
     run_statuses = [r.record.status() for r in runs]  # read each status.json once
-    statuses = Counter(s.get("status", "missing") for s in run_statuses)
+    # an ok record with a non-finite final metric counts as diverged (oscrepro.tables.aggregate), here too
+    counted = [effective_status(s, r.record.metrics() if s.get("status") == "ok" else {})
+               for r, s in zip(runs, run_statuses, strict=True)]
+    statuses = Counter(counted)
     data = sorted({f"{s.get('data_source')} (fingerprint {s.get('data_fingerprint')})"
                    for s in run_statuses if s.get("data_source")})
     agg = aggregate(spec, cells)
     # records outlive sessions (they are kept in git), so one table's runs may come from several machines
-    devices = Counter(s.get("device", "unknown") for s in run_statuses if s.get("status") == "ok")
+    devices = Counter(s.get("device", "unknown") for s, c in zip(run_statuses, counted, strict=True) if c == "ok")
     notes: list[str] = [("**Trained on:** " + "; ".join(f"{d} ({n} runs)" for d, n in devices.most_common())
                          + ("; mixed machines: times compare only within one" if len(devices) > 1 else ""))
                         ] if devices else []
@@ -149,10 +212,23 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
     path = render_runs_table(spec, budget, agg, out_dir, data, dict(statuses), notes)
     refresh_claims(key, budget, results, variant)
     print(f"[table {key}] wrote {path} and {path.with_suffix('.csv')}", flush=True)
+    warn_if_dirty(key)
     return path
 
 
+def positive_int(text: str) -> int:
+    """argparse type of ``--workers``: an integer >= 1 (``--workers 0`` used to be accepted and ignored)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} < 1: a build needs at least one worker")
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
+    """The CLI (module docstring): build one table; bad input is one line on stderr and exit status 2."""
     parser = argparse.ArgumentParser(prog="python -m oscrepro.table", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table", help=f"<paper>/<table>; available: {', '.join(available_tables())}")
@@ -161,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results-dir", default=None)
     parser.add_argument("--variant", default=None,
                         help="render into <paper>[/<budget>]/<variant>/ (for builds whose overrides change the runs)")
-    parser.add_argument("--workers", type=int, default=None,
+    parser.add_argument("--workers", type=positive_int, default=None,
                         help="joblib: at most this many worker processes (default: one per core)")
     parser.add_argument("--render-only", action="store_true",
                         help="train nothing: render from the finished run records, flagging missing runs")
@@ -169,22 +245,36 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     quiet_third_party()  # analysis tables load and run models without train(), which installs the filters for runs
-    if args.overrides:  # a misspelled key: one line with the closest valid key, before anything is planned
-        spec = load_spec(args.table)
-        if spec.kind != "analysis" and spec.rows and spec.columns:
-            first = spec.cell_overrides(0, spec.columns[0].name, args.budget, list(args.overrides))
-            message = unknown_key_message(first, compose_run, config_groups())
-            if message is not None:
-                raise SystemExit(f"[table {args.table}] {message}")
     try:
+        if args.overrides:  # a misspelled key: one line with the closest valid key, before anything is planned
+            spec = load_spec(args.table)
+            if spec.kind != "analysis" and spec.rows and spec.columns:
+                first = spec.cell_overrides(0, spec.columns[0].name, args.budget, list(args.overrides))
+                message = unknown_key_message(first, compose_run, config_groups())
+                if message is not None:
+                    _refuse(args.table, message)
         path = build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir, args.workers,
                            args.variant, args.render_only)
     except LauncherUnavailableError as err:
         raise SystemExit(f"[table {args.table}] {err}") from None
+    except MissingRunsError as err:  # another table's runs to train first: its message ends with the command
+        print(f"[table {args.table}] {err}", file=sys.stderr, flush=True)
+        raise SystemExit(BAD_INPUT_EXIT) from None
+    except (SpecError, ConfigError, HydraException, OSError) as err:  # OSError: the results dir (ResultsDirError)
+        # or a write that failed in it (disk full, permissions changed during the build)
+        _refuse(args.table, str(err))
     incomplete = incomplete_cells(path.with_suffix(".csv"))
     if incomplete:  # the table is written (its cells say why), but the build did not give every number
         raise SystemExit(f"[table {args.table}] incomplete: {len(incomplete)} cell(s) with failed or missing runs, "
                          f"e.g. {incomplete[0]}; see {path} and each run's status.json")
+
+
+def _refuse(table: str, message: str) -> None:
+    """Print ``message`` as one line on stderr and exit with :data:`BAD_INPUT_EXIT`."""
+    for prefix in (f"table {table}: ", f"{table}: "):  # the message names the table already: once is enough
+        message = message[len(prefix):] if message.startswith(prefix) else message
+    print(f"[table {table}] {one_line(message)}", file=sys.stderr, flush=True)
+    raise SystemExit(BAD_INPUT_EXIT)
 
 
 def incomplete_cells(csv_path: Path) -> list[str]:

@@ -7,24 +7,29 @@ Flow: compose config -> run id -> skip if finished -> seed -> data, model (backb
 -> Lightning ``Trainer.fit`` (resuming from ``checkpoints/last.ckpt`` when it was saved at an epoch end; a mid-epoch
 checkpoint is discarded and the run trains again from the start, because the data loaders are not resumable and
 Lightning would replay the epoch from its first batch) -> ``Trainer.test`` -> run record. Every job
-is isolated: a diverged run (NaN/inf loss) is recorded as ``diverged`` with its epoch, any other exception as
-``failed`` with the traceback, and neither stops a sweep.
+is isolated: a diverged run (NaN/inf loss, or a non-finite final val/test metric) is recorded as ``diverged`` with
+its epoch, any other exception (a full disk included: the original error, never one raised while closing the
+attempt) as ``failed`` with the traceback, and neither stops a sweep. A checkpoint carries its run's id; another
+run's is refused (oscrepro.utils.resume), and a resumed run trains at the thread count it started with.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
+import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import hydra
 import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import CSVLogger, Logger
@@ -38,9 +43,10 @@ from oscrepro.utils import history
 from oscrepro.utils.callbacks import EPOCH_TIME, EpochCheckpoint, EpochWallClock
 from oscrepro.utils.provenance import provenance
 from oscrepro.utils.quiet import expected_on_resume, quiet_third_party
-from oscrepro.utils.resume import RngStateCheckpoint
-from oscrepro.utils.run_record import MECHANISM_GROUP, RunRecord, with_mechanism
+from oscrepro.utils.resume import CheckpointOwnerError, RngStateCheckpoint, RunIdCheckpoint, check_owner
+from oscrepro.utils.run_record import MECHANISM_GROUP, RunRecord, unwritable_dir, with_mechanism
 from oscrepro.utils.run_record import run_dir as run_dir_of
+from oscrepro.utils.sweep import Plan, outcome
 from oscrepro.utils.validate import ConfigError, validate_config
 
 log = logging.getLogger("oscrepro.train")
@@ -97,7 +103,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     validate_config(cfg)  # one clear message, before a run id or a record exists
     run_dir = run_dir_of(cfg)
     if process_rank() != 0:  # a DDP worker process: rank 0 owns the record, its lock and the history
-        return _run(cfg, None, run_dir, build(cfg))
+        return _run(cfg, None, run_dir, build(cfg, threads=resume_threads(cfg, run_dir)))
     record = RunRecord(run_dir)
     if record.finished():
         log.info("run %s already finished (%s): skipped", run_dir, record.status()["status"])
@@ -110,13 +116,15 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         return _run(cfg, record, run_dir, built)
 
 
-REFUSALS = (DataIntegrityError, DatasetNotFoundError)  # bad input: one message, no run record
+# bad input: one message, no run record
+REFUSALS = (DataIntegrityError, DatasetNotFoundError, CheckpointOwnerError)
 
 
 def _build_or_error(cfg: DictConfig) -> Built | Exception:
-    """:func:`build`, or the error it raised (recorded by :func:`_run` as a failed run); refusals propagate."""
+    """:func:`build` (at the thread count :func:`resume_threads` gives), or the error it raised (recorded by
+    :func:`_run` as a failed run); refusals propagate."""
     try:
-        return build(cfg)
+        return build(cfg, threads=resume_threads(cfg, run_dir_of(cfg)))
     except REFUSALS:
         raise
     except Exception as err:  # noqa: BLE001 -- recorded with its traceback by _run
@@ -126,15 +134,18 @@ def _build_or_error(cfg: DictConfig) -> Built | Exception:
 Built = tuple[L.LightningDataModule, torch.nn.Module, L.LightningModule]
 
 
-def build(cfg: DictConfig) -> Built:
+def build(cfg: DictConfig, threads: int | None = None) -> Built:
     """Threads, seed, then data module (set up for fit), model (with the data's dims) and task, as every run does.
     A model with ``set_data_statistics(datamodule)`` reads the training-set statistics it standardises with here,
-    once (they are buffers: ``load_run`` restores them from the checkpoint).
+    once (they are buffers: ``load_run`` restores them from the checkpoint). ``threads``: the intra-op thread
+    count, instead of ``cfg.torch_threads`` (a resumed run's recorded count: :func:`resume_threads`).
 
     Shared with the loop benchmark (``oscrepro.bench.loop``), so that it times exactly what a run trains.
     """
-    if cfg.get("torch_threads") is not None:
-        torch.set_num_threads(int(cfg.torch_threads))
+    if threads is None:
+        threads = cfg.get("torch_threads")
+    if threads is not None:
+        torch.set_num_threads(int(threads))
     if cfg.seed is not None:  # seed 0 is a seed
         L.seed_everything(int(cfg.seed), workers=True)
     datamodule = setup_data(cfg.data)  # verified against the published digests (oscrepro.data.integrity)
@@ -144,14 +155,33 @@ def build(cfg: DictConfig) -> Built:
     return datamodule, model, instantiate(cfg.task, model=model)
 
 
+def resume_threads(cfg: DictConfig, run_dir: Path) -> int | None:
+    """The intra-op thread count a run trains at: ``cfg.torch_threads``, except for a run that resumes from its
+    checkpoint, which trains at the count its first attempt started with (``torch_threads`` in its status.json):
+    a reduction's last bits depend on the thread count, and a resumed run must equal the uninterrupted one (a
+    table build may resume it with another worker count, hence another ``torch_threads``; not in the run id).
+    None: leave the process's count as it is."""
+    requested = cfg.get("torch_threads")
+    requested = None if requested is None else int(requested)
+    if not (run_dir / "checkpoints" / "last.ckpt").exists():
+        return requested
+    recorded = RunRecord(run_dir).status().get("torch_threads")
+    if recorded is None:  # a record from before thread counts were recorded
+        return requested
+    if int(recorded) != (torch.get_num_threads() if requested is None else requested):
+        log.info("run %s resumes at the %d intra-op thread(s) it started with (torch_threads=%s requested)",
+                 run_dir.name, int(recorded), requested)
+    return int(recorded)
+
+
 def callbacks(run_dir: Path, wall_offset: float = 0.0) -> list[L.Callback]:
     """The callbacks of every run: a checkpoint at each epoch end (resume), per-epoch wall clock, and what makes a
-    resume exact (the global RNG states in every checkpoint: oscrepro.utils.resume)."""
+    resume exact and safe (the global RNG states and the run's id in every checkpoint: oscrepro.utils.resume)."""
     # save_top_k=1 (no monitor: the newest epoch) so a checkpoint exists after every epoch; last.ckpt links to it.
     # (save_top_k=0 would write last.ckpt only when training ends: nothing to resume from.)
     return [EpochCheckpoint(dirpath=str(run_dir / "checkpoints"), save_last="link", save_top_k=1,
                             save_on_train_epoch_end=True),
-            EpochWallClock(offset_s=wall_offset), RngStateCheckpoint()]
+            EpochWallClock(offset_s=wall_offset), RngStateCheckpoint(), RunIdCheckpoint(run_dir.name)]
 
 
 def selection_checkpoint(cfg: DictConfig, run_dir: Path) -> EpochCheckpoint | None:
@@ -175,6 +205,21 @@ def read_checkpoint(ckpt_path: Path) -> dict[str, Any]:
                            f"(weights_only=True): {type(err).__name__}: {(str(err).splitlines() or [''])[0]}. This "
                            f"framework's checkpoints always load so; delete {ckpt_path.parent} to train the run from "
                            f"the start") from None
+
+
+def check_checkpoint_owner(run_dir: Path) -> None:
+    """Before a run resumes: raise :class:`~oscrepro.utils.resume.CheckpointOwnerError` (a refusal, before
+    anything is written) when its ``checkpoints/last.ckpt`` carries another run's id or none, or does not load as
+    tensors and plain data (garbage, truncated, a pickle that would run code); another run's checkpoint of the
+    same shapes would otherwise be resumed silently and recorded under this run's id."""
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if not last.exists():
+        return
+    try:
+        ckpt = read_checkpoint(last)
+    except RuntimeError as err:  # not loadable as plain data (garbage, truncated, a pickle that would run code)
+        raise CheckpointOwnerError(str(err)) from None
+    check_owner(ckpt, run_dir.name, last)
 
 
 def mid_epoch(ckpt_path: Path) -> bool:
@@ -243,8 +288,33 @@ def _fit_and_test(cfg: DictConfig, run_dir: Path, rank0: bool, loggers: list[Log
                "n_params": sum(p.numel() for p in model.parameters()), "epochs": trainer.current_epoch}
     if trainer.world_size > 1:
         metrics["world_size"] = trainer.world_size
+    check_final_metrics(metrics, run_dir, trainer)
     extra = {"data_source": datamodule.source, "data_fingerprint": datamodule.fingerprint}
     return metrics, extra
+
+
+class NonFiniteMetricsError(DivergedError):
+    """A run whose training loss stayed finite but whose final validation or test metrics are not (an lr so large
+    that the weights overflow after the last loss was computed): recorded ``diverged``, as a non-finite loss is."""
+
+    def __init__(self, values: dict[str, float], epoch: int, step: int) -> None:
+        listed = ", ".join(f"{k}={v}" for k, v in sorted(values.items()))
+        RuntimeError.__init__(self, f"non-finite final metric(s) {listed}, first non-finite at epoch {epoch} "
+                                    f"(the training loss stayed finite)")
+        self.epoch, self.step, self.loss, self.values = epoch, step, math.nan, values
+
+
+def check_final_metrics(metrics: dict[str, Any], run_dir: Path, trainer: L.Trainer) -> None:
+    """Raise :class:`NonFiniteMetricsError` if a final ``val/*`` or ``test/*`` metric is NaN or infinite: such a
+    record is not ``ok`` (a table would average invented numbers). Its epoch: the first whose logged validation
+    value is not finite (history), else the last epoch trained."""
+    bad = {k: v for k, v in metrics.items() if k.startswith(("val/", "test/")) and not math.isfinite(v)}
+    if not bad:
+        return
+    val_keys = [k for k in bad if k.startswith("val/")]
+    epoch = history.first_non_finite_epoch(run_dir / "logs", val_keys) if val_keys else None
+    raise NonFiniteMetricsError(bad, max(0, trainer.current_epoch - 1) if epoch is None else epoch,
+                                trainer.global_step)
 
 
 def _run(cfg: DictConfig, record: RunRecord | None, run_dir: Path, built: Built | Exception) -> dict[str, Any]:
@@ -252,7 +322,9 @@ def _run(cfg: DictConfig, record: RunRecord | None, run_dir: Path, built: Built 
     that trains and tests in step with rank 0 and writes nothing; its errors propagate (rank 0 records the run)."""
     if record is None:
         return {**_fit_and_test(cfg, run_dir, rank0=False, loggers=[], built=built)[0], "status": "ok"}
+    check_checkpoint_owner(run_dir)  # another run's checkpoint: refused before anything is written
     record.start(cfg, {"run_id": run_dir.name, "experiment": str(cfg.experiment_name),
+                       "torch_threads": torch.get_num_threads(),  # what a resume trains at (resume_threads)
                        **provenance(str(cfg.trainer.get("accelerator", "")))})
     t0 = time.time()
     loggers: list[Logger] = []
@@ -267,49 +339,155 @@ def _run(cfg: DictConfig, record: RunRecord | None, run_dir: Path, built: Built 
     except Exception as err:  # recorded, not hidden; the sweep goes on
         extra = {"reason": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
         log.error("run %s failed:\n%s", run_dir.name, extra["traceback"])
-    finally:
-        history.merge(run_dir / "logs", run_dir / "history.csv")
-        _finish_wandb(loggers)
+    finally:  # also after an interrupt; an error here never replaces the run's own
+        closing = _close_attempt(run_dir, loggers)
+    if closing is not None:
+        status, extra = _failed_closing(status, extra, closing)
     metrics["train_wall_time_s"] = round(time.time() - t0, 2)
-    record.finish(status, metrics, extra)
+    status = _write_record(record, status, metrics, extra)
     log.info("run record: %s (status %s)", run_dir, status)
     return {**metrics, "status": status}
 
 
+def _close_attempt(run_dir: Path, loggers: list[Logger]) -> Exception | None:
+    """After an attempt: write history.csv and finish wandb. Returns the first error instead of raising it, so
+    that it never masks the attempt's own error (a full disk fails the checkpoint save, then the history write)."""
+    first: Exception | None = None
+    for step in (lambda: history.merge(run_dir / "logs", run_dir / "history.csv"), lambda: _finish_wandb(loggers)):
+        try:
+            step()
+        except Exception as err:  # noqa: BLE001 -- returned and recorded by _run
+            log.error("run %s: closing the attempt failed: %s: %s", run_dir.name, type(err).__name__, err)
+            first = first or err
+    return first
+
+
+def _failed_closing(status: str, extra: dict[str, Any], err: Exception) -> tuple[str, dict[str, Any]]:
+    """The record of an attempt whose history could not be written: ``failed`` (its record is incomplete). A run
+    that had failed already keeps its own error as the reason; this one is added after it."""
+    text = f"{type(err).__name__}: {err}"
+    if status == "failed":
+        return status, {**extra, "reason": f"{extra.get('reason', '')}; then writing history.csv failed: {text}"}
+    return "failed", {"reason": f"writing history.csv failed: {text}; the run's own outcome: {_outcome(status, extra)}",
+                      "traceback": "".join(traceback.format_exception(err))}
+
+
+def _outcome(status: str, extra: dict[str, Any]) -> str:
+    """``status: reason`` (or the status alone), quoted in the reason of a record that failed while closing."""
+    return f"{status}: {extra['reason']}" if extra.get("reason") else status
+
+
+def _write_record(record: RunRecord, status: str, metrics: dict[str, Any], extra: dict[str, Any]) -> str:
+    """Write the final record; returns the status written. If metrics.json or status.json cannot be written (a
+    full disk), status.json is written once more as ``failed`` naming that error; if even that fails, the error is
+    raised (status.json then still says ``running``, as after a kill: the run is not finished and trains again)."""
+    try:
+        record.finish(status, metrics, extra)
+        return status
+    except Exception as err:
+        reason = (f"writing the run record failed: {type(err).__name__}: {err}; the run's own outcome: "
+                  f"{_outcome(status, extra)}")
+        log.error("run %s: %s", record.dir.name, reason)
+        try:
+            record.update_status({"status": "failed", "reason": reason,
+                                  "traceback": "".join(traceback.format_exception(err))})
+        except Exception as again:
+            note = f"status.json could not be written either ({type(again).__name__}: {again}): it says running"
+            log.error("run %s: %s", record.dir.name, note)
+            err.add_note(note)
+        else:
+            return "failed"
+        raise  # the record's own error: a run whose outcome cannot be written is not passed over in silence
+
+
+EXIT_REFUSED = 2  # bad input (config, unknown key, data, checkpoint): one message, nothing run or written
+EXIT_FAILED = 1  # a run that failed, or a multirun with a job not ok: the run records say why
+
+
+def refuse(message: str) -> NoReturn:
+    """Print ``message`` to stderr (one line per problem, no traceback) and exit with :data:`EXIT_REFUSED`."""
+    print(message, file=sys.stderr)
+    raise SystemExit(EXIT_REFUSED)
+
+
+def checked_jobs(argv: list[str]) -> tuple[Plan, list[DictConfig]]:
+    """Every job of a train command line composed and validated before Hydra starts (so before Hydra's output dir,
+    a run id or a record exists): ``(plan, each job's config)``. A key Hydra does not know or an override it cannot
+    compose is refused at once; bad values of every job are refused together, in one message, each problem once
+    (prefixed by the job, ``job seed=-1:``, when not every job has it). A sweeper other than Hydra's basic one
+    decides its jobs as it goes: then the first values are checked (each job checks itself in :func:`train`)."""
+    from oscrepro.tables.compose import compose_run
+    from oscrepro.tables.spec import CONF_DIR, config_groups
+    from oscrepro.utils import sweep
+    from oscrepro.utils.suggest import compose_job, one_line, one_value_each
+    from oscrepro.utils.validate import config_problems, invalid_config_message
+
+    overrides = list(sweep.cli_args(argv).overrides)
+    groups = config_groups()
+    try:
+        plan = sweep.plan(argv, CONF_DIR)
+    except HydraException as err:  # the first values do not compose, or the sweep does not parse
+        refuse(f"oscrepro.train: {compose_job(overrides, compose_run, groups)[1] or one_line(str(err))}")
+    if not plan.runs:
+        return plan, []
+    jobs = plan.jobs if plan.jobs is not None else [one_value_each(overrides)]
+    swept = sweep.swept_keys(jobs)
+    configs: list[DictConfig] = []
+    seen: dict[str, list[str]] = {}  # problem -> the jobs that have it
+    for job in jobs:
+        label = sweep.job_label(job, swept)
+        cfg, message = compose_job(job, compose_run, groups)
+        if cfg is None:
+            refuse(f"oscrepro.train: {f'job {label}: ' if len(jobs) > 1 else ''}{message}")
+        configs.append(cfg)
+        for problem in config_problems(cfg):
+            seen.setdefault(problem, []).append(label)
+    if seen:
+        refuse(invalid_config_message([p if len(labels) == len(jobs) else f"job {', '.join(labels)}: {p}"
+                                       for p, labels in seen.items()]))
+    for runs_dir in sorted({str(cfg.paths.runs_dir) for cfg in configs}):
+        why = unwritable_dir(Path(runs_dir))
+        if why is not None:
+            refuse(f"oscrepro.train: runs dir {why}; set paths.results_dir=<a folder you can write> (or "
+                   f"OSCREPRO_RESULTS_DIR), nothing was run or written")
+    return plan, configs
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    """Hydra entry point; returns the configured objective so Hydra sweepers can optimize it."""
+    """Hydra entry point; returns the configured objective so Hydra sweepers can optimize it. A single run that
+    is refused exits :data:`EXIT_REFUSED`, one that fails :data:`EXIT_FAILED` naming its record; a multirun job is
+    isolated (a refused one is logged and the sweep goes on; :func:`cli` summarises every job at the end)."""
     if cfg.get("mechanism") is None:  # as the table engine's compose_run sets it
         with_mechanism(cfg, HydraConfig.get().runtime.choices.get(MECHANISM_GROUP))
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         result = train(cfg)
     except (ConfigError, *REFUSALS) as err:
-        raise SystemExit(str(err)) from None
-    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+        if not multirun:
+            refuse(str(err))
+        log.error("job refused, nothing was run or written for it: %s", err)
+        return None
     if result["status"] == "failed" and not multirun:
-        raise SystemExit(f"run failed; see {run_dir_of(cfg)}/status.json")
+        print(f"run failed; see {run_dir_of(cfg)}/status.json", file=sys.stderr)
+        raise SystemExit(EXIT_FAILED)
     objective = cfg.get("objective")
     return result.get(objective) if objective else None
 
 
 def cli() -> None:
-    """``python -m oscrepro.train``: a misspelled key is refused with the closest valid key (one line, nothing
-    written) before Hydra starts; then Hydra's own entry point."""
-    import sys
-
-    from oscrepro.tables.compose import compose_run
-    from oscrepro.tables.spec import config_groups
-    from oscrepro.utils.suggest import compose_checked
-
-    cfg, message = compose_checked(sys.argv[1:], compose_run, config_groups())  # composed once, here
-    if message is not None:
-        raise SystemExit(f"oscrepro.train: {message}")
-    if cfg is not None:  # bad values: one message before Hydra creates its output dir (each sweep job checks too)
-        try:
-            validate_config(cfg)
-        except ConfigError as err:
-            raise SystemExit(str(err)) from None
+    """``python -m oscrepro.train``: every job checked before Hydra starts (:func:`checked_jobs`: a misspelled
+    key gets the closest valid key; bad values, shapes and mechanism/backbone mismatches one message; exit
+    :data:`EXIT_REFUSED`, nothing written); then Hydra's own entry point. A multirun ends with one line that
+    counts its jobs by status, read from their run records (whatever the launcher), and exits :data:`EXIT_FAILED`
+    when any job is not ``ok``."""
+    plan, configs = checked_jobs(sys.argv[1:])
     main()
+    if plan.multirun and plan.runs and plan.jobs is not None:
+        ok, line = outcome(configs)
+        print(line, file=sys.stdout if ok else sys.stderr)
+        if not ok:
+            raise SystemExit(EXIT_FAILED)
 
 
 if __name__ == "__main__":

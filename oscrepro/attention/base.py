@@ -21,18 +21,48 @@ Every mechanism in ``oscrepro.attention`` is an ``nn.Module`` built as
 
 Torus-phase coupling laws (``kuramoto``, ``fsn``) have the same call, with ``x`` the phases (B, T, k) and ``y``
 a tangent update of the same shape (see ``oscrepro.models.torus_lm``).
+
+Declarations read before anything is built (``oscrepro.utils.contracts``, called by config validation):
+
+* ``contracts``: the backbone call contracts a mechanism implements. :data:`VECTOR` is the call above;
+  :data:`PHASE` is a torus coupling law, built with one extra keyword ``gates=`` (shared phase gates) by
+  ``TorusLM``. A backbone declares the one contract it calls (``attention_contract``, next to its class).
+* ``config_problems(d_model, n_heads, **hyperparameters)``: what the mechanism's constructor and forward require
+  of its shapes and hyperparameters (``d_model`` divisible by ``n_heads``, an even head dimension for RoPE, ...),
+  as messages. The constructor raises them (:func:`refuse`), and validation reports them before a run id or a
+  record exists, so both refuse the same configs. A subclass extends its parent's rules (``super()`` first).
 """
 from __future__ import annotations
 
 import contextlib
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 Aux = dict[str, Tensor]
+VECTOR = "vector"  # x (B, T, D) -> (B, T, D), built as Mechanism(d_model=, n_heads=, layer_idx=) (module docstring)
+PHASE = "phase"  # phases (B, T, k) -> tangent update (B, T, k), built with gates= as well (oscrepro.models.torus_lm)
+
+
+def refuse(problems: list[str]) -> None:
+    """Raise ``ValueError`` listing ``problems`` (a mechanism's :meth:`AttentionBase.config_problems`); nothing
+    when the list is empty. The constructors' check, so that code that builds a mechanism directly is refused in
+    the words validation uses."""
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+def whole(value: Any, least: int) -> bool:
+    """``value`` is an integer (not a bool) >= ``least``: the test of most count rules below."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def one_of(name: str, value: Any, valid: tuple[str, ...]) -> list[str]:
+    """``[message]`` when ``value`` is not one of ``valid`` (``form='x'; valid: official, paper``), else ``[]``."""
+    return [] if value in valid else [f"{name}={value!r}; valid: {', '.join(valid)}"]
 
 
 def fp32_only(x: Tensor) -> contextlib.AbstractContextManager:
@@ -82,15 +112,26 @@ class AttentionBase(nn.Module):
     """Base class: stores the shape arguments every mechanism receives from the backbone."""
 
     continuous_time: ClassVar[bool] = False  # True: the output depends on ``times`` (continuous-time mechanisms)
+    contracts: ClassVar[frozenset[str]] = frozenset({VECTOR})  # the backbone call contracts it implements
 
     def __init__(self, d_model: int, n_heads: int, layer_idx: int = 0) -> None:
         super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        refuse(AttentionBase.config_problems(d_model, n_heads))
         self.d_model = d_model
         self.n_heads = n_heads
         self.d_head = d_model // n_heads
         self.layer_idx = layer_idx
+
+    @classmethod
+    def config_problems(cls, d_model: int, n_heads: int, **hparams: Any) -> list[str]:
+        """What building and running this mechanism requires of ``d_model``, ``n_heads`` and its hyperparameters
+        (module docstring), as one message per broken rule; empty when it builds and runs. Every mechanism splits
+        ``d_model`` into ``n_heads`` heads of ``d_model / n_heads``. Hyperparameters it does not read are ignored."""
+        if not (whole(n_heads, 1) and whole(d_model, 1)):
+            return [f"d_model={d_model!r} and n_heads={n_heads!r} must be integers >= 1"]
+        if d_model % n_heads:
+            return [f"d_model={d_model} is not divisible by n_heads={n_heads} (each head gets d_model / n_heads)"]
+        return []
 
     def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
                 need_weights: bool = False) -> tuple[Tensor, Aux]:

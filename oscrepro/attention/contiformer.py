@@ -59,14 +59,15 @@ Xavier-uniform weights for the Q/K/V/output projections, temperature sqrt(d_h), 
 from __future__ import annotations
 
 from functools import partial
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import AttentionBase, Aux, at_least_fp32, fp32_only
+from oscrepro.attention.base import AttentionBase, Aux, at_least_fp32, fp32_only, one_of, refuse, whole
 from oscrepro.attention.contiformer_ode import (
+    ACTIVATIONS,
     ODEVectorField,
     gauss_legendre,
     pair_times,
@@ -76,6 +77,7 @@ from oscrepro.attention.contiformer_ode import (
 )
 
 APPROXIMATIONS = ("bilinear", "gauss")
+INTERPOLATIONS = ("cubic", "linear")
 
 
 class ContiFormerAttention(AttentionBase):
@@ -87,13 +89,9 @@ class ContiFormerAttention(AttentionBase):
                  method: str = "rk4", approximation: str = "bilinear", n_nodes: int = 3, actfn: str = "sigmoid",
                  layer_norm: bool = True, time_dependent: bool = True, interpolation: str = "cubic",
                  chunk_size: int | None = None, attend_future: bool = False, adjoint: bool = False) -> None:
+        refuse(ContiFormerAttention.config_problems(d_model, n_heads, approximation=approximation, n_nodes=n_nodes,
+                                                    actfn=actfn, interpolation=interpolation, chunk_size=chunk_size))
         super().__init__(d_model, n_heads, layer_idx)
-        if approximation not in APPROXIMATIONS:
-            raise ValueError(f"approximation={approximation!r}; valid: {', '.join(APPROXIMATIONS)}")
-        if interpolation not in ("cubic", "linear"):
-            raise ValueError(f"interpolation={interpolation!r}; valid: cubic, linear")
-        if chunk_size is not None and chunk_size < 1:
-            raise ValueError(f"chunk_size={chunk_size} must be >= 1 or None")
         self.step_size, self.method, self.approximation = step_size, method, approximation
         self.interpolation, self.chunk_size = interpolation, chunk_size
         self.attend_future, self.adjoint = attend_future, adjoint
@@ -113,6 +111,22 @@ class ContiFormerAttention(AttentionBase):
         self.register_buffer("nodes", nodes.double(), persistent=False)  # (M_solve,) rescaled times s
         self.register_buffer("node_weights", weights.double(), persistent=False)  # (M,) c_m
         self.read = read
+
+    @classmethod
+    def config_problems(cls, d_model: int, n_heads: int, *, approximation: str = "bilinear", n_nodes: int = 3,
+                        actfn: str = "sigmoid", interpolation: str = "cubic", chunk_size: int | None = None,
+                        **hparams: Any) -> list[str]:
+        """The shared head split; a known approximation (with n_nodes >= 1 for gauss), activation and query
+        interpolation; query chunks of at least one row."""
+        problems = (super().config_problems(d_model, n_heads, **hparams)
+                    + one_of("approximation", approximation, APPROXIMATIONS)
+                    + one_of("actfn", actfn, tuple(ACTIVATIONS))
+                    + one_of("interpolation", interpolation, INTERPOLATIONS))
+        if approximation == "gauss" and not whole(n_nodes, 1):
+            problems.append(f"n_nodes={n_nodes!r} must be an integer >= 1 (Gauss-Legendre nodes)")
+        if chunk_size is not None and not whole(chunk_size, 1):
+            problems.append(f"chunk_size={chunk_size!r} must be >= 1 or None")
+        return problems
 
     def _rows(self, q: Tensor, k: Tensor, v: Tensor, times: Tensor, start: int, stop: int, mask_future: bool
               ) -> tuple[Tensor, Tensor]:

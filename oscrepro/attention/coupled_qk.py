@@ -43,12 +43,22 @@ Where the paper is silent or ambiguous, this is what we chose:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from oscrepro.attention.base import AttentionBase, Aux, dot_product_attention, merge_heads, split_heads
-from oscrepro.attention.rope import rope_qk
+from oscrepro.attention.base import (
+    AttentionBase,
+    Aux,
+    dot_product_attention,
+    merge_heads,
+    one_of,
+    refuse,
+    split_heads,
+    whole,
+)
+from oscrepro.attention.rope import rope_problems, rope_qk
 
 INTEGRATORS = ("hamiltonian", "euler", "mlp_only")
 
@@ -59,13 +69,9 @@ class CoupledQKAttention(AttentionBase):
     def __init__(self, d_model: int, n_heads: int, layer_idx: int = 0, integrator: str = "hamiltonian",
                  n_steps: int = 3, dt_init: float = 0.1, bias: bool = False, rope: bool = False,
                  rope_base: float = 10000.0) -> None:
+        refuse(CoupledQKAttention.config_problems(d_model, n_heads, integrator=integrator, n_steps=n_steps,
+                                                  dt_init=dt_init, rope=rope))
         super().__init__(d_model, n_heads, layer_idx)
-        if integrator not in INTEGRATORS:
-            raise ValueError(f"integrator={integrator!r}; valid: {', '.join(INTEGRATORS)}")
-        if n_steps < 0:
-            raise ValueError(f"n_steps={n_steps} must be >= 0")
-        if dt_init <= 0:
-            raise ValueError(f"dt_init={dt_init} must be > 0 (dt = exp(tau))")
         self.integrator, self.n_steps = integrator, n_steps
         self.rope, self.rope_base = rope, rope_base
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
@@ -74,6 +80,18 @@ class CoupledQKAttention(AttentionBase):
         # f: d_h -> d_h -> d_h, SiLU, no bias; one per layer, applied to every head (Sec. 2.2)
         self.coupling = nn.Sequential(nn.Linear(d, d, bias=False), nn.SiLU(), nn.Linear(d, d, bias=False))
         self.log_dt = nn.Parameter(torch.full((n_heads,), math.log(dt_init)))  # tau_h, dt_h = exp(tau_h)
+
+    @classmethod
+    def config_problems(cls, d_model: int, n_heads: int, *, integrator: str = "hamiltonian", n_steps: int = 3,
+                        dt_init: float = 0.1, rope: bool = False, **hparams: Any) -> list[str]:
+        """The shared head split; a known integrator, n_steps >= 0, dt_init > 0 (dt = exp(tau)); RoPE's even head
+        dimension."""
+        problems = super().config_problems(d_model, n_heads, **hparams) + one_of("integrator", integrator, INTEGRATORS)
+        if not whole(n_steps, 0):
+            problems.append(f"n_steps={n_steps!r} must be an integer >= 0")
+        if not (isinstance(dt_init, int | float) and dt_init > 0):
+            problems.append(f"dt_init={dt_init!r} must be > 0 (dt = exp(tau))")
+        return problems or rope_problems(d_model // n_heads, rope)
 
     def integrate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         """(q, k) (B, H, T, Dh) -> (q_n, k_n) (B, H, T, Dh) after ``n_steps`` of the chosen update rule."""

@@ -39,13 +39,14 @@ Choices where the sources leave room:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import AttentionBase, Aux, causal_mask
-from oscrepro.attention.rope import rope_qk
+from oscrepro.attention.base import AttentionBase, Aux, causal_mask, one_of, refuse
+from oscrepro.attention.rope import rope_problems, rope_qk
 
 FORMS = ("official", "paper")
 
@@ -60,13 +61,8 @@ class DifferentialAttention(AttentionBase):
 
     def __init__(self, d_model: int, n_heads: int, layer_idx: int = 0, form: str = "official", bias: bool = False,
                  rope: bool = False, rope_base: float = 10000.0) -> None:
+        refuse(DifferentialAttention.config_problems(d_model, n_heads, form=form, rope=rope))
         super().__init__(d_model, n_heads, layer_idx)
-        if form not in FORMS:
-            raise ValueError(f"form={form!r}; valid: {', '.join(FORMS)}")
-        if form == "official" and n_heads % 2:
-            raise ValueError(f"form='official' needs an even n_heads (n_heads / 2 differential heads), got {n_heads}")
-        if form == "paper" and self.d_head % 2:
-            raise ValueError(f"form='paper' needs an even head dimension (sub-heads of d_h / 2), got {self.d_head}")
         self.form, self.rope, self.rope_base = form, rope, rope_base
         self.n_diff = n_heads // 2 if form == "official" else n_heads  # H' differential heads
         self.d_sub = self.d_head if form == "official" else self.d_head // 2  # q/k sub-head width d
@@ -81,6 +77,22 @@ class DifferentialAttention(AttentionBase):
         else:  # one scalar per head (Table 11's +64)
             self.lambda_head = nn.Parameter(torch.full((self.n_diff,), self.lambda_init))
         self.norm = nn.RMSNorm(2 * self.d_sub, eps=1e-5, elementwise_affine=form == "official")
+
+    @classmethod
+    def config_problems(cls, d_model: int, n_heads: int, *, form: str = "official", rope: bool = False,
+                        **hparams: Any) -> list[str]:
+        """The shared head split; ``official``: an even n_heads (pairs of sub-heads); ``paper``: an even head
+        dimension (two sub-heads of d_h / 2); with ``rope``, an even sub-head width (d_h, or d_h / 2)."""
+        problems = super().config_problems(d_model, n_heads, **hparams) or one_of("form", form, FORMS)
+        if problems:
+            return problems
+        d_head = d_model // n_heads
+        if form == "official" and n_heads % 2:
+            return [f"form='official' needs an even n_heads (n_heads / 2 differential heads), got {n_heads}"]
+        if form == "paper" and d_head % 2:
+            return [f"form='paper' needs an even head dimension (sub-heads of d_h / 2), got {d_head}"]
+        return rope_problems(d_head if form == "official" else d_head // 2, rope,
+                             "q/k sub-head width (d_model / n_heads, halved by form='paper')")
 
     def lambdas(self) -> Tensor:
         """lambda per differential head, (H',)."""

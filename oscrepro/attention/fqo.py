@@ -27,12 +27,13 @@ Reading of what the paper leaves open (our choice, stated here and in the closin
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import AttentionBase, Aux, causal_mask, merge_heads, split_heads
+from oscrepro.attention.base import AttentionBase, Aux, causal_mask, merge_heads, one_of, refuse, split_heads, whole
 from oscrepro.attention.fqo_tiled import tiled_with_fallback
 
 MODES = ("fixed_point", "random_positions", "zero_attention")
@@ -75,11 +76,8 @@ class FixedQueryOscillatorAttention(AttentionBase):
         (mode ``fixed_point``, this class's hooks) has it; need_weights always takes the plain path.
         compile_min_elems: the tiled blocks go through ``torch.compile`` once B*H*T^2 reaches it (None: never;
         eager on failure)."""
+        refuse(FixedQueryOscillatorAttention.config_problems(d_model, n_heads, d_osc=d_osc, p=p, mode=mode))
         super().__init__(d_model, n_heads, layer_idx)
-        if mode not in MODES:
-            raise ValueError(f"mode={mode!r}; valid modes: {', '.join(MODES)}")
-        if d_osc < 2 or p < 1:
-            raise ValueError(f"need d_osc >= 2 and p >= 1, got d_osc={d_osc}, p={p}")
         self.d_osc, self.p, self.mode = d_osc, float(p), mode
         self.tiled, self.tile_elems, self.compile_min_elems = tiled, int(tile_elems), compile_min_elems
         self.f_proj = nn.Linear(d_model, d_model)  # F, all heads (query-like)
@@ -89,6 +87,16 @@ class FixedQueryOscillatorAttention(AttentionBase):
         self.out = nn.Linear(d_model, d_model)  # W_O
         if freeze_value:
             self.v_proj.requires_grad_(False)
+
+    @classmethod
+    def config_problems(cls, d_model: int, n_heads: int, *, d_osc: int = 2, p: float = 1.0, mode: str = "fixed_point",
+                        **hparams: Any) -> list[str]:
+        """The shared head split; a known mode; oscillators of d_osc >= 2 (a direction on a circle at least) and a
+        readout exponent p >= 1 (Eq. 5)."""
+        problems = super().config_problems(d_model, n_heads, **hparams) + one_of("mode", mode, MODES)
+        if not (whole(d_osc, 2) and isinstance(p, int | float) and p >= 1):
+            problems.append(f"need d_osc >= 2 and p >= 1, got d_osc={d_osc!r}, p={p!r}")
+        return problems
 
     # Hooks of Eqs. (2)-(4); the App. C variants (fqo_relpos, fqo_gain) override the one that differs.
 

@@ -26,10 +26,13 @@ longer than ``max_len`` raise an error.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from oscrepro.attention.base import one_of, refuse, whole
 from oscrepro.attention.fqo import FixedQueryOscillatorAttention
 
 PLACEMENTS = ("score", "magnitude")
@@ -49,13 +52,18 @@ class CouplingGainOscillatorAttention(FixedQueryOscillatorAttention):
         placement: str = "score",
         freeze_value: bool = False,
     ) -> None:
+        refuse(CouplingGainOscillatorAttention.config_problems(d_model, n_heads, d_osc=d_osc, p=p, max_len=max_len,
+                                                               placement=placement))
         super().__init__(d_model, n_heads, d_osc=d_osc, p=p, layer_idx=layer_idx, freeze_value=freeze_value)
-        if placement not in PLACEMENTS:
-            raise ValueError(f"placement={placement!r}; valid: {', '.join(PLACEMENTS)}")
-        if max_len < 1:
-            raise ValueError(f"max_len must be >= 1, got {max_len}")
         self.placement, self.max_len = placement, max_len
         self.gain = nn.Parameter(torch.ones(n_heads, max_len))  # β_{h,i}
+
+    @classmethod
+    def config_problems(cls, d_model: int, n_heads: int, *, max_len: int = 512, placement: str = "score",
+                        **hparams: Any) -> list[str]:
+        """The base mechanism's rules; a known placement and at least one position with a gain (max_len >= 1)."""
+        problems = super().config_problems(d_model, n_heads, **hparams) + one_of("placement", placement, PLACEMENTS)
+        return problems + ([] if whole(max_len, 1) else [f"max_len must be >= 1, got {max_len!r}"])
 
     def coupling(self, x: Tensor, mask: Tensor | None) -> Tensor:
         """Eq. (2) with the gain β_{h,i} applied per query row: (B, T, D) -> (B, H, T, T) w_ij."""

@@ -27,9 +27,12 @@ Choices where App. C is silent (stated here and in the report):
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
+from oscrepro.attention.base import refuse, whole
 from oscrepro.attention.fqo import FixedQueryOscillatorAttention, readout_from_cosines
 
 __all__ = ["RelPosAnchorOscillatorAttention", "readout_from_cosines", "relative_offsets", "rotate_anchor_pairs"]
@@ -73,12 +76,18 @@ class RelPosAnchorOscillatorAttention(FixedQueryOscillatorAttention):
         max_rel_dist: int = 64,
         freeze_value: bool = False,
     ) -> None:
+        refuse(RelPosAnchorOscillatorAttention.config_problems(d_model, n_heads, d_osc=d_osc, p=p,
+                                                               max_rel_dist=max_rel_dist))
         super().__init__(d_model, n_heads, d_osc=d_osc, p=p, layer_idx=layer_idx, freeze_value=freeze_value)
-        if max_rel_dist < 1:
-            raise ValueError(f"max_rel_dist must be >= 1, got {max_rel_dist}")
         self.max_rel_dist = max_rel_dist
         # δ_h(k): one angle per head, clipped offset k and rotation plane; 0 = the base mechanism.
         self.rel_angle = nn.Parameter(torch.zeros(n_heads, 2 * max_rel_dist + 1, d_osc // 2))
+
+    @classmethod
+    def config_problems(cls, d_model: int, n_heads: int, *, max_rel_dist: int = 64, **hparams: Any) -> list[str]:
+        """The base mechanism's rules, and at least one learned offset angle (max_rel_dist >= 1)."""
+        problems = super().config_problems(d_model, n_heads, **hparams)
+        return problems + ([] if whole(max_rel_dist, 1) else [f"max_rel_dist must be >= 1, got {max_rel_dist!r}"])
 
     def pair_angles(self, t: int) -> Tensor:
         """δ_h(i−j) for every (head, i, j, plane): (H, T, T, P)."""

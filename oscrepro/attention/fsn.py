@@ -36,11 +36,12 @@ fp32/fp64, as in the paper (fp32): under bf16 autocast the mechanism runs in fp3
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from oscrepro.attention.base import Aux, at_least_fp32, fp32_only
+from oscrepro.attention.base import Aux, at_least_fp32, fp32_only, refuse, whole
 from oscrepro.attention.fsn_fused import fused_kernel, use_compiled
 from oscrepro.attention.fsn_gates import gate_features
 from oscrepro.attention.kuramoto import (
@@ -81,6 +82,7 @@ class FSNAttention(KuramotoAttention):
                  phase_noise_std: float = 0.05, chunk_size: int | None = 64, gates: PhaseGates | None = None,
                  rope_base: float = 10000.0, tau_init: float | None = None, gate_floor: float = 1e-6,
                  compiled: bool | None = None) -> None:
+        refuse(FSNAttention.config_problems(d_model, n_heads, n_harmonics=n_harmonics))
         super().__init__(d_model, n_heads, layer_idx, gates=gates, rope_base=rope_base, tau_init=tau_init,
                          gate_floor=gate_floor, chunk_size=chunk_size)
         self.n_harmonics = n_harmonics
@@ -97,6 +99,12 @@ class FSNAttention(KuramotoAttention):
         self.w_re = nn.Parameter(w_re)  # (fields, N, k)
         self.w_im = nn.Parameter(torch.randn(n_fields, n_harmonics, d_model) * phase_noise_std) \
             if static_phases else None
+
+    @classmethod
+    def config_problems(cls, d_model: int, n_heads: int, *, n_harmonics: int = 3, **hparams: Any) -> list[str]:
+        """The shared head split, and at least the first harmonic (N >= 1: Eq. 2 sums n = 1..N)."""
+        problems = super().config_problems(d_model, n_heads, **hparams)
+        return problems + ([] if whole(n_harmonics, 1) else [f"n_harmonics={n_harmonics!r} must be an integer >= 1"])
 
     def complex_weights(self) -> Tensor:
         """The kernel as one complex tensor (fields, N, k): [w0, w1]."""

@@ -19,10 +19,17 @@ multi-head softmax attention. ``rope=True`` rotates q and k after the projection
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import Tensor, nn
 
-from oscrepro.attention.base import AttentionBase, Aux, dot_product_attention, merge_heads, split_heads
-from oscrepro.attention.rope import rope_qk
+from oscrepro.attention.base import AttentionBase, Aux, dot_product_attention, merge_heads, refuse, split_heads, whole
+from oscrepro.attention.rope import rope_problems, rope_qk
+
+
+def kv_heads(n_heads: int, n_kv_heads: int | None, group_size: int) -> int:
+    """The KV head count: ``n_kv_heads`` when given, else ``max(1, n_heads // group_size)`` (module docstring)."""
+    return max(1, n_heads // group_size) if n_kv_heads is None else n_kv_heads
 
 
 class GroupedQueryAttention(AttentionBase):
@@ -30,12 +37,10 @@ class GroupedQueryAttention(AttentionBase):
 
     def __init__(self, d_model: int, n_heads: int, layer_idx: int = 0, n_kv_heads: int | None = 2,
                  group_size: int = 4, bias: bool = False, rope: bool = False, rope_base: float = 10000.0) -> None:
+        refuse(GroupedQueryAttention.config_problems(d_model, n_heads, n_kv_heads=n_kv_heads, group_size=group_size,
+                                                     rope=rope))
         super().__init__(d_model, n_heads, layer_idx)
-        if n_kv_heads is None:
-            n_kv_heads = max(1, n_heads // group_size)
-        if n_kv_heads < 1 or n_heads % n_kv_heads:
-            raise ValueError(f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}: every KV head must "
-                             f"serve a whole group of query heads (Table 9: n_kv_heads = n_heads / 4)")
+        n_kv_heads = kv_heads(n_heads, n_kv_heads, group_size)
         self.n_kv_heads, self.group = n_kv_heads, n_heads // n_kv_heads
         self.rope, self.rope_base = rope, rope_base
         d_kv = n_kv_heads * self.d_head
@@ -43,6 +48,21 @@ class GroupedQueryAttention(AttentionBase):
         self.k_proj = nn.Linear(d_model, d_kv, bias=bias)
         self.v_proj = nn.Linear(d_model, d_kv, bias=bias)
         self.out = nn.Linear(d_model, d_model, bias=bias)
+
+    @classmethod
+    def config_problems(cls, d_model: int, n_heads: int, *, n_kv_heads: int | None = 2, group_size: int = 4,
+                        rope: bool = False, **hparams: Any) -> list[str]:
+        """The shared head split; every KV head serves a whole group of query heads; RoPE's even head dimension."""
+        problems = super().config_problems(d_model, n_heads, **hparams)
+        if problems:
+            return problems
+        if n_kv_heads is None and not whole(group_size, 1):
+            return [f"group_size={group_size!r} must be an integer >= 1 (n_kv_heads = n_heads // group_size)"]
+        kv = kv_heads(n_heads, n_kv_heads, group_size)
+        if not whole(kv, 1) or n_heads % kv:
+            problems.append(f"n_heads={n_heads} is not divisible by n_kv_heads={kv}: every KV head must serve a whole "
+                            f"group of query heads (Table 9: n_kv_heads = n_heads / 4)")
+        return problems + rope_problems(d_model // n_heads, rope)
 
     def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
                 need_weights: bool = False) -> tuple[Tensor, Aux]:

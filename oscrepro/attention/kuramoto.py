@@ -39,13 +39,13 @@ Choices where the paper is silent (documented here and in the report):
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import AttentionBase, Aux, at_least_fp32, fp32_only
+from oscrepro.attention.base import PHASE, VECTOR, AttentionBase, Aux, at_least_fp32, fp32_only
 
 
 class GateOutputs(NamedTuple):
@@ -233,6 +233,9 @@ class KuramotoAttention(AttentionBase):
     ``d_model`` is the number of phases k. ``chunk_size`` only applies to the weights path; the fast path is
     ``scaled_dot_product_attention`` (the diagonal contributes sin 0 = 0, so no diagonal split is needed).
     """
+
+    # a coupling law of TorusLM (built with its shared gates=) and, with private gates, a vector-contract mechanism
+    contracts: ClassVar[frozenset[str]] = frozenset({PHASE, VECTOR})
 
     def __init__(self, d_model: int, n_heads: int, layer_idx: int = 0, *, gates: PhaseGates | None = None,
                  rope_base: float = 10000.0, tau_init: float | None = None, gate_floor: float = 1e-6,

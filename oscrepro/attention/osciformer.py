@@ -78,14 +78,15 @@ Where the paper is ambiguous, we chose:
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import AttentionBase, Aux, fp32_only, merge_heads, split_heads
+from oscrepro.attention.base import AttentionBase, Aux, fp32_only, merge_heads, one_of, refuse, split_heads, whole
 from oscrepro.attention.oscillator_kernels import (
+    FREQ_GRIDS,
     frequency_grid,
     gauss_legendre,
     oscillator_state,
@@ -120,9 +121,9 @@ class OsciFormerAttention(AttentionBase):
                  zeta_range: tuple[float, float] = (0.05, 0.4), drive: str = "matrix", ridge: float = 1e-2,
                  bias: bool = True, chunk_size: int | None = None, kernel_dtype: str = "float64",
                  small_lag: float = 0.5, n_gauss: int = 6) -> None:
+        refuse(OsciFormerAttention.config_problems(d_model, n_heads, n_modes=n_modes, freq_grid=freq_grid, drive=drive,
+                                                   kernel_dtype=kernel_dtype))
         super().__init__(d_model, n_heads, layer_idx)
-        if drive not in DRIVES:
-            raise ValueError(f"drive={drive!r}; valid: {', '.join(DRIVES)}")
         h, d, j = n_heads, self.d_head, n_modes
         self.n_modes, self.drive, self.ridge, self.chunk_size = n_modes, drive, ridge, chunk_size
         self.kernel_dtype, self.small_lag, self.n_gauss = getattr(torch, kernel_dtype), small_lag, n_gauss
@@ -144,6 +145,19 @@ class OsciFormerAttention(AttentionBase):
             if drive != "none":  # A_h, B_h (Sec. 6) or g_m, h_m (App. E); zero init
                 self.register_parameter(f"drive_cos_{role}", nn.Parameter(torch.zeros(shape)))
                 self.register_parameter(f"drive_sin_{role}", nn.Parameter(torch.zeros(shape)))
+
+    @classmethod
+    def config_problems(cls, d_model: int, n_heads: int, *, n_modes: int = 8, freq_grid: str = "log",
+                        drive: str = "matrix", kernel_dtype: str = "float64", **hparams: Any) -> list[str]:
+        """The shared head split; J >= 1 query modes; a known collocation grid and drive; a floating kernel dtype."""
+        problems = (super().config_problems(d_model, n_heads, **hparams) + one_of("freq_grid", freq_grid, FREQ_GRIDS)
+                    + one_of("drive", drive, DRIVES))
+        if not whole(n_modes, 1):
+            problems.append(f"n_modes={n_modes!r} must be an integer >= 1 (J query modes)")
+        dtype = getattr(torch, str(kernel_dtype), None)
+        if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            problems.append(f"kernel_dtype={kernel_dtype!r} must name a torch floating dtype (float64, float32)")
+        return problems
 
     def omega_zeta(self, role: str) -> tuple[Tensor, Tensor]:
         """(omega, zeta) of the key ("k") or value ("v") oscillators, each (H, d_h), in the kernel dtype."""

@@ -12,6 +12,16 @@ import torch
 from torch import Tensor
 
 
+def rope_problems(dim: int, rope: bool = True, what: str = "head dimension (d_model / n_heads)",
+                  prefix: str = "rope=True: ") -> list[str]:
+    """The rule RoPE declares for the mechanisms that use it: rotate-half pairs the first and second halves of
+    what it rotates, so ``rope=True`` needs an even ``dim`` (the check :func:`rope_qk` makes at run time, reported
+    by config validation before anything is built)."""
+    if rope and dim % 2:
+        return [f"{prefix}RoPE needs an even {what}, got {dim}"]
+    return []
+
+
 def rope_tables(t: int, d_head: int, base: float, device: torch.device | None = None) -> tuple[Tensor, Tensor]:
     """cos, sin tables (T, d_head) for rotate-half RoPE."""
     inv = base ** (-torch.arange(0, d_head, 2, dtype=torch.float32, device=device) / d_head)  # (d_head/2,)

@@ -9,10 +9,12 @@ is this class with ``bias=False``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import Tensor, nn
 
-from oscrepro.attention.base import AttentionBase, Aux, dot_product_attention, merge_heads, split_heads
-from oscrepro.attention.rope import rope_qk
+from oscrepro.attention.base import AttentionBase, Aux, dot_product_attention, merge_heads, refuse, split_heads
+from oscrepro.attention.rope import rope_problems, rope_qk
 
 
 class SoftmaxAttention(AttentionBase):
@@ -20,10 +22,16 @@ class SoftmaxAttention(AttentionBase):
 
     def __init__(self, d_model: int, n_heads: int, layer_idx: int = 0, bias: bool = True, rope: bool = False,
                  rope_base: float = 10000.0) -> None:
+        refuse(SoftmaxAttention.config_problems(d_model, n_heads, rope=rope))
         super().__init__(d_model, n_heads, layer_idx)
         self.rope, self.rope_base = rope, rope_base
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out = nn.Linear(d_model, d_model, bias=bias)
+
+    @classmethod
+    def config_problems(cls, d_model: int, n_heads: int, *, rope: bool = False, **hparams: Any) -> list[str]:
+        """The shared head split, and an even head dimension with ``rope`` (rotate-half)."""
+        return super().config_problems(d_model, n_heads, **hparams) or rope_problems(d_model // n_heads, rope)
 
     def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
                 need_weights: bool = False) -> tuple[Tensor, Aux]:

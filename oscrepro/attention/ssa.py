@@ -33,12 +33,13 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import AttentionBase, Aux, merge_heads, split_heads
+from oscrepro.attention.base import AttentionBase, Aux, merge_heads, refuse, split_heads, whole
 from oscrepro.attention.compiled import CompiledPair, run_with_fallback
 from oscrepro.attention.ssa_reference import order_parameter, ssa_reference
 
@@ -266,6 +267,8 @@ class SelectiveSynchronizationAttention(AttentionBase):
         elementwise kernels when B*H*N^2 reaches it (None: never). init_std: None keeps PyTorch's default
         Linear init (the authors' block benchmark, r ~ 0.847 at init); a float uses N(0, init_std^2) weights and
         zero biases (the authors' full-model init, std 0.02)."""
+        refuse(SelectiveSynchronizationAttention.config_problems(d_model, n_heads, top_k=top_k, block=block,
+                                                                 tile_elems=tile_elems))
         super().__init__(d_model, n_heads, layer_idx)
         self.top_k, self.eps, self.sync_eps = top_k, eps, sync_eps
         self.block, self.tile_elems, self.compile_min_elems = block, tile_elems, compile_min_elems
@@ -279,6 +282,18 @@ class SelectiveSynchronizationAttention(AttentionBase):
             for lin in (self.w_omega, self.w_theta, self.w_v, self.out):
                 nn.init.normal_(lin.weight, std=init_std)
                 nn.init.zeros_(lin.bias)
+
+    @classmethod
+    def config_problems(cls, d_model: int, n_heads: int, *, top_k: int | None = None, block: int = 256,
+                        tile_elems: int = 1 << 20, **hparams: Any) -> list[str]:
+        """The shared head split; a sparsity k >= 1 (Algorithm 1 keeps the k strongest keys; k = 0 would keep
+        none) or null for dense; tiles of at least one query and one entry."""
+        problems = super().config_problems(d_model, n_heads, **hparams)
+        if top_k is not None and not whole(top_k, 1):
+            problems.append(f"top_k={top_k!r} must be an integer >= 1 or null (dense)")
+        problems += [f"{name}={value!r} must be an integer >= 1" for name, value in (("block", block),
+                     ("tile_elems", tile_elems)) if not whole(value, 1)]
+        return problems
 
     def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
                 need_weights: bool = False) -> tuple[Tensor, Aux]:

@@ -26,6 +26,7 @@ import torch
 from oscrepro.bench.harness import device_line, emit
 from oscrepro.bench.loop import bare_step_s
 from oscrepro.data.integrity import instantiate_data
+from oscrepro.tables.compose import path_override
 from oscrepro.tables.runs import compose_run
 from oscrepro.utils.quiet import quiet_third_party
 
@@ -42,7 +43,7 @@ def measure(experiment: str, budget: str, mechanisms: list[str], extra: list[str
     times: dict[str, list[float]] = {m: [] for m in mechanisms}
     with tempfile.TemporaryDirectory() as tmp:
         cfgs = {m: compose_run([f"experiment={experiment}", f"budget={budget}", *MECHANISMS[m], *extra,
-                                f"paths.results_dir={tmp}", "trainer.enable_progress_bar=false"])
+                                path_override("paths.results_dir", tmp), "trainer.enable_progress_bar=false"])
                 for m in mechanisms}
         for r in range(repeats):  # alternate, so background load hits every mechanism alike
             for m in mechanisms:

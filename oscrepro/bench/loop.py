@@ -31,6 +31,7 @@ import torch
 from lightning.pytorch.loggers import CSVLogger
 
 from oscrepro.bench.harness import device_line, emit
+from oscrepro.tables.compose import path_override
 from oscrepro.tables.runs import compose_run
 from oscrepro.train import build, callbacks, make_trainer
 from oscrepro.utils.quiet import quiet_third_party
@@ -118,7 +119,7 @@ def measure(name: str, overrides: list[str], budget: str, steps: int, warmup: in
             bf16: bool = False) -> dict[str, Any]:
     """One model: loop and bare times (median over ``repeats`` alternations in this process)."""
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = compose_run([*overrides, f"budget={budget}", f"paths.results_dir={tmp}",
+        cfg = compose_run([*overrides, f"budget={budget}", path_override("paths.results_dir", tmp),
                            "trainer.enable_progress_bar=false"])
         loops, bares, vals, bare_vals, bf16s = [], [], [], [], []
         for r in range(repeats):  # alternate so that background load hits both

@@ -50,7 +50,7 @@ from torch.utils.data import DataLoader, Dataset
 from oscrepro.data.base import DataModuleBase
 from oscrepro.data.bpe import EOS_ID, VOCAB_SIZE, gpt2_tokenizer, tokenizer_digest
 from oscrepro.data.fingerprint import fingerprint_files, fingerprint_params
-from oscrepro.data.paths import cache_dir, candidate_dirs, download_root, missing_dataset_error
+from oscrepro.data.paths import cache_dir, candidate_dirs, download_root, fallthrough_note, missing_dataset_error
 
 SPLITS = ("train", "valid", "test")
 _ARTICLE_TITLE = re.compile(r"^ = [^=].* = $")  # " = Title = " (section headings are " = = Sub = = ")
@@ -348,7 +348,9 @@ class BPELMDataModule(DataModuleBase):
         self.full_tokens = {s: len(v) for s, v in self.streams.items()}
         caps = {"train": self.max_train_tokens, "valid": self.max_eval_tokens, "test": self.max_eval_tokens}
         self.streams = {s: v if caps[s] is None else v[: caps[s]] for s, v in self.streams.items()}
-        self.source = self._describe(files, mode)
+        folders = sorted({p.parent for ps in files.values() for p in ps})
+        self.source = self._describe(files, mode) + "".join(  # fall-throughs between the default roots are said
+            fallthrough_note(f.name, f, self.data_dir) for f in folders)
 
     def _describe(self, files: dict[str, list[Path]], mode: str) -> str:
         toks = "/".join(f"{len(self.streams[s]):,}" for s in SPLITS)

@@ -23,6 +23,11 @@ Corpora and choices (the paper states only "character-level; 205 symbols (enwik8
     second half -> test, since it has no test split), with the codeparrot vocabulary and normalisation.
   * ``max_chars`` (budget knob): every split keeps only its first ``max_chars`` characters; vocabularies are built
     before the cut, so ids and ``vocab_size`` never depend on the budget.
+
+Every module verifies its files (:func:`oscrepro.data.fingerprint.verify_files`: present, regular files, equal to
+the published ones when they are listed) before reading them, so a damaged copy is refused as such rather than
+reported by the zip / gzip / JSON reader; an explicit ``data_dir`` is the only root searched, and a fall-through
+between the default roots is logged and appended to ``source`` (:mod:`oscrepro.data.paths`).
 """
 
 from __future__ import annotations
@@ -41,8 +46,8 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from oscrepro.data.base import DataModuleBase
-from oscrepro.data.fingerprint import fingerprint_files
-from oscrepro.data.paths import candidate_dirs, download_root, find_dataset, missing_dataset_error
+from oscrepro.data.fingerprint import fingerprint_files, verify_files
+from oscrepro.data.paths import candidate_dirs, download_root, fallthrough_note, find_dataset, missing_dataset_error
 
 ENWIK8_URL = "http://mattmahoney.net/dc/enwik8.zip"
 ENWIK8_SHA256 = "2b49720ec4d78c3c9fabaee6e4179a5e997302b3a70029f30f2d582218c024a8"
@@ -211,6 +216,8 @@ class Enwik8DataModule(CharLevelDataModule):
 
     def _load(self) -> tuple[dict[str, np.ndarray], list[bytes], str, list[Path]]:
         path = self._locate()
+        verify_files([path])  # before the zip reader sees it
+        where = fallthrough_note("enwik8", path.parent, self.data_dir)
         if path.suffix == ".zip":
             with zipfile.ZipFile(path) as zf:
                 raw = zf.read("enwik8")
@@ -227,7 +234,7 @@ class Enwik8DataModule(CharLevelDataModule):
                           f"{self.expected_vocab_size}", stacklevel=2)
         check = "sha256 verified" if self.expected_sha256 is not None else "sha256 NOT checked"
         src = (f"enwik8 ({path}, {data.size:,} bytes, {check}); byte-level, "
-               f"split {'/'.join(map(str, self.split_percent))} %")
+               f"split {'/'.join(map(str, self.split_percent))} %{where}")
         return split_by_percent(lut[data], self.split_percent), symbols, src, [path]
 
 
@@ -238,15 +245,19 @@ class WikiTextCharDataModule(CharLevelDataModule):
 
     def _load(self) -> tuple[dict[str, np.ndarray], list[bytes], str, list[Path]]:
         root = find_dataset("wikitext-2", self.data_dir, marker="train.txt")
+        how = ("  - copy the WikiText-2 tokens files train.txt/valid.txt/test.txt there "
+               "(pytorch/examples word_language_model/data/wikitext-2).")
         if root is None:
-            raise missing_dataset_error("wikitext-2", candidate_dirs("wikitext-2", self.data_dir),
-                                        "  - copy the WikiText-2 tokens files train.txt/valid.txt/test.txt there "
-                                        "(pytorch/examples word_language_model/data/wikitext-2).")
+            raise missing_dataset_error("wikitext-2", candidate_dirs("wikitext-2", self.data_dir), how)
+        missing = [f for f in self.FILES.values() if not (root / f).exists()]
+        if missing:  # the copy found first is used: a damaged one is not passed over for another
+            raise missing_dataset_error("wikitext-2", [root], f"  - {root} lacks {', '.join(missing)}\n{how}")
         files = [root / f for f in self.FILES.values()]
+        verify_files(files)  # present, regular files, the published content: before they are read
         raw = {k: np.frombuffer((root / f).read_bytes(), dtype=np.uint8) for k, f in self.FILES.items()}
         lut, symbols = _bytes_vocab(*raw.values())
         src = (f"stand-in for enwik8: WikiText-2 word-level tokens files read as raw UTF-8 bytes ({root}); "
-               "not comparable to enwik8 numbers")
+               f"not comparable to enwik8 numbers{fallthrough_note('wikitext-2', root, self.data_dir)}")
         return {k: lut[v] for k, v in raw.items()}, symbols, src, files
 
 
@@ -292,9 +303,11 @@ class CodeParrotDataModule(CharLevelDataModule):
 
     def _load(self) -> tuple[dict[str, np.ndarray], list[bytes], str, list[Path]]:
         path = self._locate()
+        verify_files([path])
         ids = encode_code(path.read_text(encoding="ascii"), self.oov)
         src = (f"codeparrot ({self.hub_name}, first {ids.size:,} characters of the train stream, {path}); "
-               f"97-symbol ASCII, split {'/'.join(map(str, self.split_percent))} %")
+               f"97-symbol ASCII, split {'/'.join(map(str, self.split_percent))} %"
+               f"{fallthrough_note('codeparrot', path.parent, self.data_dir)}")
         return split_by_percent(ids, self.split_percent), _code_symbols(), src, [path]
 
 
@@ -312,6 +325,7 @@ class PythonCodeCharDataModule(CharLevelDataModule):
             raise missing_dataset_error("python_code", candidate_dirs("python_code", self.data_dir),
                                         f"  - provide {names['train']} and {names['valid']} (JSON lines with a "
                                         "'content' field, gzip) in that folder.")
+        verify_files([root / f for f in names.values()])  # before gzip / JSON read them
         docs: dict[str, list[str]] = {}
         for k, f in names.items():
             with gzip.open(root / f, "rt", encoding="utf-8") as fh:
@@ -320,5 +334,6 @@ class PythonCodeCharDataModule(CharLevelDataModule):
         texts = {"train": docs["train"], "val": docs["valid"][:half], "test": docs["valid"][half:]}
         splits = {k: encode_code("".join(d + "\n" for d in v), self.oov) for k, v in texts.items()}
         src = (f"stand-in for codeparrot: CPython 3.11.7 stdlib ({root}); train file -> train, valid file "
-               f"documents {half} -> val / {len(docs['valid']) - half} -> test; 97-symbol ASCII (oov {self.oov})")
+               f"documents {half} -> val / {len(docs['valid']) - half} -> test; 97-symbol ASCII (oov {self.oov})"
+               f"{fallthrough_note('python_code', root, self.data_dir)}")
         return splits, _code_symbols(), src, [root / f for f in names.values()]

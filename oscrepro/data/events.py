@@ -69,7 +69,7 @@ from oscrepro.data.events_sources import (
 )
 from oscrepro.data.fingerprint import fingerprint_files
 from oscrepro.data.irregular import check_rows
-from oscrepro.data.paths import candidate_dirs, missing_dataset_error
+from oscrepro.data.paths import candidate_dirs, fallthrough_note, missing_dataset_error
 
 __all__ = ["EventArrays", "EventDataModule", "EventDataset", "load_nhp_pickle"]
 
@@ -224,6 +224,7 @@ class EventDataModule(DataModuleBase):
         self.num_types: int | None = None
         self.time_scale: float | None = None  # batch time = source time / time_scale
         self.files: list[Path] = []
+        self._source_fingerprint = ""  # of self.files, set (after verification) before they are parsed
         self.splits: dict[str, EventDataset] = {}
 
     # ------------------------------------------------------------------------------------------------- loading
@@ -248,26 +249,28 @@ class EventDataModule(DataModuleBase):
     def _load_rmtpp(self) -> tuple[dict[str, list[EventSeq]], str]:
         folder_name, divisor, unit, self.num_types = RMTPP[self.name]  # K of the whole set (SOURCE.md), not one fold
         folder, k = locate_rmtpp(folder_name, self.fold, self.data_dir), self.fold
+        complete = (folder / f"time-{k}-train.txt").exists()
+        donors = [] if complete else [j for j in range(1, 10) if j != k and (folder / f"time-{j}-test.txt").is_file()]
+        self.files = [folder / f"event-{k}-train.txt", folder / f"event-{k}-test.txt", folder / f"time-{k}-test.txt"]
+        self.files += ([folder / f"time-{k}-train.txt"] if complete else
+                       [folder / f"{kind}-{j}-test.txt" for j in donors for kind in ("event", "time")])
+        self._source_fingerprint = fingerprint_files(self.files)  # verified before any of them is parsed
+        note = fallthrough_note(f"{ROOT}/rmtpp_raw/{folder_name}", folder, self.data_dir)
         events = read_lines(folder / f"event-{k}-train.txt")
         test = parse_rmtpp(read_lines(folder / f"event-{k}-test.txt"), read_lines(folder / f"time-{k}-test.txt"),
                            divisor, f"{folder}/event-{k}-test.txt")
-        self.files = [folder / f"event-{k}-train.txt", folder / f"event-{k}-test.txt", folder / f"time-{k}-test.txt"]
         n_train = nhp_train_count(len(events), self.train_fraction)
-        if (folder / f"time-{k}-train.txt").is_file():
-            self.files.append(folder / f"time-{k}-train.txt")
+        if complete:
             times: list[str | None] = list(read_lines(folder / f"time-{k}-train.txt"))
             if len(times) != len(events):
                 raise ValueError(f"{folder}: {len(events)} event lines but {len(times)} time lines (fold {k} train)")
-            note = ""
         else:  # SO: recover the train timestamps from the other folds' test files (module docstring)
-            donors = [j for j in range(1, 10) if j != k and (folder / f"time-{j}-test.txt").is_file()]
-            self.files += [folder / f"{kind}-{j}-test.txt" for j in donors for kind in ("event", "time")]
             times = recover_times(events, [(read_lines(folder / f"event-{j}-test.txt"),
                                             read_lines(folder / f"time-{j}-test.txt")) for j in donors])
             kept = [sum(t is not None for t in part) for part in (times[:n_train], times[n_train:])]
             note = (f"; subset: time-{k}-train.txt missing, train/val = the {kept[0]:,}/{kept[1]:,} of "
                     f"{n_train:,}/{len(events) - n_train:,} RMTPP-train sequences whose timestamps are recoverable "
-                    f"from the test files of folds {','.join(map(str, donors))}; test complete")
+                    f"from the test files of folds {','.join(map(str, donors))}; test complete{note}")
         keep = [i for i, t in enumerate(times) if t is not None]
         train = dict(zip(keep, parse_rmtpp([events[i] for i in keep], [times[i] for i in keep], divisor,
                                            f"{folder}/event-{k}-train.txt"), strict=True))
@@ -282,11 +285,14 @@ class EventDataModule(DataModuleBase):
 
     def _load_nhp(self) -> tuple[dict[str, list[EventSeq]], str]:
         folder = locate_nhp(self.name, self.fold, self.data_dir)
+        has_dev = (folder / "dev.pkl").exists()
+        self.files = [folder / "train.pkl", folder / "test.pkl"] + ([folder / "dev.pkl"] if has_dev else [])
+        self._source_fingerprint = fingerprint_files(self.files)  # verified before any of them is unpickled
+        alias = folder.parent if folder.name.startswith(("fold", "folder")) else folder
+        where = fallthrough_note(f"{ROOT}/nhp_format/{alias.name}", folder, self.data_dir)
         train_file = load_nhp_pickle(folder / "train.pkl")
         records = {"train": train_file["train"], "test": load_nhp_pickle(folder / "test.pkl")["test"]}
-        self.files = [folder / "train.pkl", folder / "test.pkl"]
-        if (folder / "dev.pkl").is_file():
-            self.files.append(folder / "dev.pkl")
+        if has_dev:
             records["val"] = load_nhp_pickle(folder / "dev.pkl")["dev"]
             note = ""
         else:  # PhysioPro's layout has train / test only: hold out the tail of train as NHP does
@@ -299,7 +305,7 @@ class EventDataModule(DataModuleBase):
             raise ValueError(f"{folder}: a type_event >= dim_process={self.num_types}")
         what = ("NHP-format StackOverflow subset (re-pickled by the NeuralHawkesPytorch author; of 6,633 sequences)"
                 if self.name in NHP_SUBSETS else f"{self.name} (user-supplied pickles)")
-        return splits, f"{what}, fold {self.fold}, from {folder}{note}; unit: the pickles' time_since_start"
+        return splits, f"{what}, fold {self.fold}, from {folder}{note}; unit: the pickles' time_since_start{where}"
 
     # --------------------------------------------------------------------------------------------------- setup
 
@@ -352,7 +358,7 @@ class EventDataModule(DataModuleBase):
     def _fingerprint(self, arrays: dict[str, EventArrays]) -> str:
         """Source files' fingerprint for recorded sets; sha256 of the description and the arrays for Hawkes."""
         if self.files:
-            return fingerprint_files(self.files)
+            return self._source_fingerprint  # taken (and verified) before the files were parsed
         digest = hashlib.sha256(self.source.encode())
         for s in SPLITS:
             for a in (arrays[s].types, arrays[s].times, arrays[s].mask):

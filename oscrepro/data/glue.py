@@ -45,7 +45,14 @@ from torch.utils.data import DataLoader, Dataset
 from oscrepro.data.base import DataModuleBase
 from oscrepro.data.bpe import EOS_TOKEN, gpt2_tokenizer
 from oscrepro.data.fingerprint import cached_file_digests, fingerprint_files
-from oscrepro.data.paths import cache_dir, candidate_dirs, download_root, find_dataset, missing_dataset_error
+from oscrepro.data.paths import (
+    cache_dir,
+    candidate_dirs,
+    download_root,
+    fallthrough_note,
+    find_dataset,
+    missing_dataset_error,
+)
 
 LABEL_COLUMNS = ("gold_label", "label")  # MNLI files carry label1..5 and gold_label; the others label
 PROTOCOLS = ("official", "dev_holdout")
@@ -274,6 +281,8 @@ class GLUEDataModule(DataModuleBase):
         self.seq_len = max(len(x) for s in self.sets.values() for x in s.ids)
         self.fingerprint = fingerprint_files(list(files.values()), root=root, cache_override=self.cache_override)
         self.source = self._describe(root, files, n_train_all, fetched)
+        if not fetched:  # a fall-through between the default roots is said (oscrepro.data.paths)
+            self.source += fallthrough_note(t.dir_name, root, self.data_dir)
 
     def _describe(self, root: Path, files: dict[str, Path], n_train_all: int, fetched: bool) -> str:
         t, n = self.task, {k: len(s) for k, s in self.sets.items()}

@@ -7,8 +7,10 @@ target ends every row) with aeon's reader (:func:`oscrepro.data.uea.read_uea_fil
 hit wins: for each search root of :mod:`oscrepro.data.paths` and each folder of ``folders`` (``monash``),
 ``<root>/<folder>/<name>/`` then ``<root>/<folder>/``; then, with ``download=True``, aeon's ``load_regression``
 (Zenodo). A relative ``data_dir`` that does not exist from the working directory is taken from the repository root,
-so a budget can name the committed fixture ``tests/fixtures`` wherever the command runs. Otherwise
-:func:`~oscrepro.data.paths.missing_dataset_error` names the files, every place looked and how to supply them.
+so a budget can name the committed fixture ``tests/fixtures`` wherever the command runs; an explicit ``data_dir`` is
+the only root searched (:mod:`oscrepro.data.paths`). Otherwise :func:`~oscrepro.data.paths.missing_dataset_error`
+names the files, every place looked and how to supply them. A fall-through between the default roots is logged and
+appended to ``source``; both files are verified before aeon parses them (as in :mod:`oscrepro.data.uea`).
 
 Protocols (``protocol``):
 * ``merged`` (the paper's, by its sources): TRAIN and TEST pooled, shuffled by the seed and cut 70 / 15 / 15 into
@@ -42,7 +44,7 @@ import numpy as np
 from oscrepro.data.fingerprint import fingerprint_files
 from oscrepro.data.irregular import IrregularArrays, IrregularDataModule
 from oscrepro.data.paths import REPO_ROOT, candidate_dirs, download_root, missing_dataset_error
-from oscrepro.data.uea import AEON_PIN, pack_series, read_uea_file
+from oscrepro.data.uea import AEON_PIN, located_note, pack_series, read_uea_file
 
 PROTOCOLS = ("merged", "official")
 ARCHIVE_URL = "http://tseregression.org (Monash TSER archive; files on https://zenodo.org/communities/tsml)"
@@ -51,7 +53,7 @@ ZENODO_RECORDS = {"BIDMC32HR": 4001456, "BIDMC32RR": 4001463, "BIDMC32SpO2": 400
 
 def _pair(folder: Path, name: str) -> tuple[Path, Path] | None:
     train, test = folder / f"{name}_TRAIN.ts", folder / f"{name}_TEST.ts"
-    return (train, test) if train.is_file() and test.is_file() else None
+    return (train, test) if train.exists() and test.exists() else None  # a directory there: named by verify_files
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> str | None:
@@ -130,6 +132,7 @@ class HeartRateDataModule(IrregularDataModule):
         self.val_fraction, self.fractions = val_fraction, tuple(fractions)
         self.normalise_time, self.download = normalise_time, download
         self.files: tuple[Path, Path] | None = None
+        self._fingerprint = ""  # of self.files, set (after verification) before they are parsed
         self.channel_mean: np.ndarray | None = None  # (C,) training statistics, set in setup
         self.channel_std: np.ndarray | None = None
         self.target_mean: np.ndarray | None = None  # (1,) training targets' mean / std (bpm), for the model
@@ -149,6 +152,11 @@ class HeartRateDataModule(IrregularDataModule):
 
     def build_splits(self) -> dict[str, IrregularArrays]:
         self.files = locate_tser(self.name, self.data_dir, self.folders, self.download)
+        self._fingerprint = fingerprint_files(list(self.files))  # verified before aeon parses them
+        data_dir = resolve_data_dir(self.data_dir)
+        looked = [place for folder in self.folders for base in candidate_dirs(folder, data_dir)
+                  for place in (base / self.name, base)]
+        note = located_note(self.name, self.files[0].parent, looked, data_dir)
         (train_s, train_y), (test_s, test_y) = (read_tser(f) for f in self.files)
         series, y = train_s + test_s, np.concatenate([train_y, test_y])  # (N,)
         if not np.isfinite(y).all():
@@ -166,7 +174,7 @@ class HeartRateDataModule(IrregularDataModule):
         label = f"SYNTHETIC stand-in for {self.name}" if is_synthetic(self.files[0]) else self.name
         self.source = (f"Monash TSER {label} ({len(series):,} series, {x.shape[-1]} channels, T<={longest}, target "
                        f"mean {y.mean():.1f} sd {y.std():.1f}) from {self.files[0].parent}; {split} "
-                       f"(seed={self.seed}), train/val/test {counts}")
+                       f"(seed={self.seed}), train/val/test {counts}{note}")
         return {name: pooled.subset(idx) for name, idx in index.items()}
 
     def transform(self, splits: dict[str, IrregularArrays]) -> dict[str, IrregularArrays]:
@@ -184,5 +192,6 @@ class HeartRateDataModule(IrregularDataModule):
         return out
 
     def data_fingerprint(self, splits: dict[str, IrregularArrays]) -> str:
+        """The source files' fingerprint, taken (and verified) in :meth:`build_splits` before parsing."""
         assert self.files is not None
-        return fingerprint_files(list(self.files))
+        return self._fingerprint

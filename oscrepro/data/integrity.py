@@ -10,7 +10,9 @@ builds its data (:func:`verifying`, entered by ``oscrepro.train.build`` unless `
   published value (``python -m oscrepro.data.integrity --build <shared data dir>``);
 * a file is checked when one of its parent folders is named like a dataset of the manifest and its path below that
   folder is listed; its sha256 comes from :func:`oscrepro.data.fingerprint.cached_file_digests`, cached by
-  (path, size, mtime), so a verified file is hashed once, not on every run;
+  (path, size, mtime, ctime, inode, device), so a verified file is hashed once, not on every run, while a same-size
+  edit with its mtime restored is hashed again (and refused); every data module verifies its files before it
+  parses them (:func:`oscrepro.data.fingerprint.verify_files`), so a damaged file is never reported as a parse error;
 * a mismatch raises :class:`DataIntegrityError`: which file, its size and digest against the published ones, and
   how to fix it (copy the published file again) or to train on a modified copy on purpose (``data.verify=false``:
   the run's data source then says "NOT verified", and so does every table header built from it).
@@ -25,6 +27,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +35,7 @@ from typing import Any
 
 MANIFEST = Path(__file__).with_name("digests.json")
 NOT_VERIFIED = "NOT verified against the published digests (data.verify=false)"
+log = logging.getLogger("oscrepro.data")
 _active = False
 _manifest: dict[str, dict[str, list]] | None = None
 
@@ -95,23 +99,51 @@ def check(path: Path, size: int, digest: str) -> None:
 
 def instantiate_data(data_cfg: Any) -> tuple[Any, bool]:
     """The data module of a ``data`` config node and whether to verify it: the node without its ``verify`` key
-    (which no data module takes), resolved against its root config first."""
+    (which no data module takes), resolved against its root config first.
+
+    This is how a run is rebuilt from its record (``load_run``, the analyses), and a record may come from another
+    machine: a ``data_dir`` that does not exist here is the location where that machine read its copy (a location
+    key, hashed as null in the run id: :data:`oscrepro.utils.run_record.LOCATION_KEYS`), so it is replaced by the
+    default lookup, and a console line says so; the caller compares fingerprints. A ``data_dir`` that exists here
+    is used, and is authoritative (:mod:`oscrepro.data.paths`). Training uses :func:`setup_data`, which never
+    relocates: there an explicit ``data_dir`` that lacks the dataset is an error.
+    """
+    return _instantiate(data_cfg, relocate=True)
+
+
+def _instantiate(data_cfg: Any, relocate: bool) -> tuple[Any, bool]:
     from hydra.utils import instantiate
     from omegaconf import DictConfig, OmegaConf
 
     verify = bool(data_cfg.get("verify", True))
-    if isinstance(data_cfg, DictConfig) and "verify" in data_cfg:
+    absent = relocate and _absent_location(data_cfg.get("data_dir"))
+    if isinstance(data_cfg, DictConfig) and ("verify" in data_cfg or absent):
         plain = OmegaConf.to_container(data_cfg, resolve=True)
-        plain.pop("verify")
+        plain.pop("verify", None)
+        if absent:
+            log.warning("data: recorded data_dir %s does not exist here: the default data roots are searched "
+                        "(a location of the machine that trained the run)", plain["data_dir"])
+            plain["data_dir"] = None
         data_cfg = OmegaConf.create(plain)
     return instantiate(data_cfg), verify
+
+
+def _absent_location(data_dir: Any) -> bool:
+    """True for a ``data_dir`` that is given but exists neither as written nor below the repository root."""
+    from oscrepro.data.paths import REPO_ROOT
+
+    if data_dir in (None, ""):
+        return False
+    path = Path(str(data_dir)).expanduser()
+    return not path.exists() and not (not path.is_absolute() and (REPO_ROOT / path).exists())
 
 
 def setup_data(data_cfg: Any) -> Any:
     """The data module of a ``data`` config node, set up for fit exactly as a training run sets it up: verified
     against the published digests unless ``verify`` is false, and then labelled :data:`NOT_VERIFIED` in its
-    ``source``. Shared by training and by what must see the data as training does (parameter matching)."""
-    datamodule, verify = instantiate_data(data_cfg)
+    ``source``. Shared by training and by what must see the data as training does (parameter matching). An
+    explicit ``data_dir`` is authoritative here: one that lacks the dataset is an error, whether or not it exists."""
+    datamodule, verify = _instantiate(data_cfg, relocate=False)
     with verifying(verify):  # a corrupted copy of a published dataset is refused here
         datamodule.setup("fit")
     if not verify:

@@ -45,7 +45,14 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from oscrepro.data.base import DataModuleBase
 from oscrepro.data.fingerprint import fingerprint_files, fingerprint_params
-from oscrepro.data.paths import cache_dir, candidate_dirs, download_root, find_dataset, missing_dataset_error
+from oscrepro.data.paths import (
+    cache_dir,
+    candidate_dirs,
+    download_root,
+    fallthrough_note,
+    find_dataset,
+    missing_dataset_error,
+)
 
 KEYWORDS: tuple[str, ...] = ("yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go")
 DATASET_NAME = "speech_commands"
@@ -304,7 +311,7 @@ class SpeechCommandsDataModule(DataModuleBase):
             x = (feats[ii] - self.feature_mean) / self.feature_std  # (N_s, T, F)
             self.splits[s] = TensorDataset(x.contiguous(), labels[ii])
             self.split_files[s] = [rel[i] for i in ii]
-        self.source = self._describe(root, len(rel), official)
+        self.source = self._describe(root, len(rel), official) + fallthrough_note(DATASET_NAME, root, self.data_dir)
 
     def _describe(self, root: Path, n_files: int, official: bool) -> str:
         n_spk = len({speaker_of(f) for f in sum(self.split_files.values(), [])})

@@ -7,8 +7,12 @@ so that the rest of the package works without aeon. Lookup, first hit wins: for 
 :mod:`oscrepro.data.paths` and each folder of ``folders`` (``uea``, then the flat ``uea_small`` stand-in copy),
 ``<root>/<folder>/<name>/`` then ``<root>/<folder>/``; then the sets bundled with aeon (BasicMotions,
 JapaneseVowels); then, with ``download=True``, aeon's ``load_classification`` (timeseriesclassification.com).
-Otherwise :func:`~oscrepro.data.paths.missing_dataset_error` says what is missing, where it looked and how to
-supply it.
+An explicit ``data_dir`` is the only root searched, and aeon's bundled sets are not read in its place either (it
+is authoritative: :mod:`oscrepro.data.paths`). Otherwise :func:`~oscrepro.data.paths.missing_dataset_error` says
+what is missing, where it looked and how to supply it. A fall-through between the default roots (a folder holding
+part of the set passed over, or ``$OSCREPRO_DATA_DIR`` without it) is logged and appended to ``source``. Both
+files are verified (:func:`~oscrepro.data.fingerprint.verify_files`) before aeon parses them, so a corrupted copy
+of a published set is refused as such, not reported as a parse error.
 
 Protocols:
 * ``official``: the archive's TRAIN / TEST; validation = a class-stratified ``val_fraction`` of TRAIN (seeded);
@@ -37,7 +41,7 @@ import numpy as np
 
 from oscrepro.data.fingerprint import fingerprint_files
 from oscrepro.data.irregular import IrregularArrays, IrregularDataModule, compact
-from oscrepro.data.paths import candidate_dirs, download_root, missing_dataset_error
+from oscrepro.data.paths import candidate_dirs, download_root, explicit_root, fallthrough_note, missing_dataset_error
 
 PAPER_SETS = {"SCP1": "SelfRegulationSCP1", "SCP2": "SelfRegulationSCP2", "MI": "MotorImagery",
               "EW": "EigenWorms", "ETC": "EthanolConcentration", "HB": "Heartbeat"}  # osciformer Table 2
@@ -67,9 +71,21 @@ def _aeon_bundled_dir() -> Path | None:
 def _pair(folder: Path, name: str) -> tuple[Path, Path] | None:
     for ext in FORMATS:  # both files in one format (aeon's .ts and .arff readers spell labels differently)
         train, test = folder / f"{name}_TRAIN{ext}", folder / f"{name}_TEST{ext}"
-        if train.is_file() and test.is_file():
+        if train.exists() and test.exists():  # a directory in place of a file is named by verify_files
             return train, test
     return None
+
+
+def partial_places(name: str, places: list[Path]) -> list[Path]:
+    """The places (of ``places``) holding part of set ``name``: a folder named ``name``, or one of its two files."""
+    return [p for p in places if (p.name == name and p.is_dir())
+            or any((p / f"{name}_{s}{ext}").exists() for s in ("TRAIN", "TEST") for ext in FORMATS)]
+
+
+def located_note(name: str, found: Path, looked: list[Path], data_dir: str | None) -> str:
+    """:func:`~oscrepro.data.paths.fallthrough_note` for the set found in ``found`` after ``looked``."""
+    before = looked[: looked.index(found)] if found in looked else looked
+    return fallthrough_note(name, found, data_dir, partial=partial_places(name, before))
 
 
 def locate_uea(name: str, data_dir: str | None = None, folders: tuple[str, ...] = ("uea", "uea_small"),
@@ -83,7 +99,7 @@ def locate_uea(name: str, data_dir: str | None = None, folders: tuple[str, ...] 
                 looked.append(place)
                 if (found := _pair(place, name)) is not None:
                     return found
-    bundled = _aeon_bundled_dir()
+    bundled = _aeon_bundled_dir() if explicit_root(data_dir) is None else None  # an explicit data_dir decides
     if bundled is not None:
         looked.append(bundled / name)
         if (found := _pair(bundled / name, name)) is not None:
@@ -101,7 +117,20 @@ def locate_uea(name: str, data_dir: str | None = None, folders: tuple[str, ...] 
     how = (f"  - download {url} (or the whole Multivariate_ts.zip archive from timeseriesclassification.com) and "
            f"extract it so that <D>/{folders[0]}/{name}/{name}_TRAIN.ts and _TEST.ts exist; or set "
            f"data.download=true when online (aeon load_classification, needs {AEON_PIN}).")
-    raise missing_dataset_error(f"{folders[0]}/{name}", looked, how)
+    raise missing_dataset_error(f"{folders[0]}/{name}", looked, _partial_lines(name, looked) + how)
+
+
+def _partial_lines(name: str, looked: list[Path]) -> str:
+    """One line per place that holds part of set ``name``: which of its files are there and which are missing."""
+    lines = []
+    for place in partial_places(name, looked):
+        names = [f"{name}_{split}{ext}" for ext in FORMATS for split in ("TRAIN", "TEST")]
+        present = [n for n in names if (place / n).exists()]
+        missing = [f"{name}_{split}.ts" for split in ("TRAIN", "TEST")
+                   if not any((place / f"{name}_{split}{ext}").exists() for ext in FORMATS)]
+        lines.append(f"  - {place} holds {', '.join(present) or 'none of its files'} but lacks "
+                     f"{', '.join(missing) or 'a TRAIN/TEST pair in one format'}\n")
+    return "".join(lines)
 
 
 def read_uea_file(path: Path) -> tuple[list[np.ndarray], np.ndarray]:
@@ -170,6 +199,7 @@ class UEADataModule(IrregularDataModule):
         self.val_fraction, self.fractions = val_fraction, tuple(fractions)
         self.normalise_time, self.download = normalise_time, download
         self.files: tuple[Path, Path] | None = None
+        self._fingerprint = ""  # of self.files, set (after verification) before they are parsed
         self.classes: list[str] = []
         self.channel_mean: np.ndarray | None = None  # (C,) training statistics, set in setup
         self.channel_std: np.ndarray | None = None
@@ -185,6 +215,10 @@ class UEADataModule(IrregularDataModule):
 
     def build_splits(self) -> dict[str, IrregularArrays]:
         self.files = locate_uea(self.name, self.data_dir, self.folders, self.download)
+        self._fingerprint = fingerprint_files(list(self.files))  # verified before aeon parses them
+        looked = [place for folder in self.folders for base in candidate_dirs(folder, self.data_dir)
+                  for place in (base / self.name, base)]
+        note = located_note(self.name, self.files[0].parent, looked, self.data_dir)
         (train_x, train_y), (test_x, test_y) = (read_uea_file(f) for f in self.files)
         series, labels = train_x + test_x, np.concatenate([train_y, test_y])
         self.classes = label_order(labels)
@@ -212,7 +246,7 @@ class UEADataModule(IrregularDataModule):
                   if self.time_stride > 1 else "")
         self.source = (f"UEA {self.name}{standin} ({len(series):,} series, {x.shape[-1]} channels, T<={longest}, "
                        f"{self.n_classes} classes) from {self.files[0].parent}{stride}; {split} (seed={self.seed}), "
-                       f"train/val/test {counts}")
+                       f"train/val/test {counts}{note}")
         return splits
 
     def transform(self, splits: dict[str, IrregularArrays]) -> dict[str, IrregularArrays]:
@@ -227,5 +261,6 @@ class UEADataModule(IrregularDataModule):
         return out
 
     def data_fingerprint(self, splits: dict[str, IrregularArrays]) -> str:
+        """The source files' fingerprint, taken (and verified) in :meth:`build_splits` before parsing."""
         assert self.files is not None
-        return fingerprint_files(list(self.files))
+        return self._fingerprint

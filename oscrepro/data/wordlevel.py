@@ -29,6 +29,12 @@ Choices where the paper is silent:
 - ``max_train_tokens`` truncates the *train* stream after the vocabulary was built on the full train file, so the
   vocabulary (and val/test ids) do not depend on the budget.
 
+Locating follows :mod:`oscrepro.data.paths`: an explicit ``data_dir`` is the only root searched (an empty, partial or
+missing one is an error naming the missing files and the place looked); a copy with a split missing is an error,
+not passed over; a fall-through between the default roots is logged and appended to ``source``. The files are
+verified (digest, and that each is a regular file: a directory named ``train.txt`` is named as such) before they are
+read.
+
 With ``download=true`` a missing local copy is fetched with ``datasets.load_dataset`` (``wikitext``/
 ``wikitext-2-v1``, ``roneneldan/TinyStories``) and written as text files into the data root (found there next
 time); offline, or with ``download=false`` (the config default), setup raises ``DatasetNotFoundError``.
@@ -51,7 +57,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from oscrepro.data.base import DataModuleBase
 from oscrepro.data.fingerprint import fingerprint_files, fingerprint_params
-from oscrepro.data.paths import cache_dir, candidate_dirs, download_root, missing_dataset_error
+from oscrepro.data.paths import cache_dir, candidate_dirs, download_root, fallthrough_note, missing_dataset_error
 
 UNK, EOS = "<unk>", "<eos>"
 SPECIALS: tuple[str, ...] = (UNK, EOS)
@@ -277,6 +283,7 @@ class WordLMDataModule(DataModuleBase):
         self.cache_override, self.num_workers = cache_dir, num_workers
         self.tokenizer: Tokenizer | None = None
         self.streams: dict[str, Tensor] = {}
+        self._note = ""  # fall-through between the default roots, for ``source`` (oscrepro.data.paths)
 
     def _files(self, root: Path) -> dict[str, Path] | None:
         out = {}
@@ -336,7 +343,9 @@ class WordLMDataModule(DataModuleBase):
         if self.streams:
             return
         root, files, fetched = self._locate()
+        # verified (published digests; regular files) before anything reads them
         self.fingerprint = fingerprint_files(list(files.values()), root=root, cache_override=self.cache_override)
+        self._note = "" if fetched else fallthrough_note(self.spec.dir_name, root, self.data_dir)
         key = fingerprint_params(
             vocab_size=self.requested_vocab,
             lowercase=self.lowercase,
@@ -373,7 +382,7 @@ class WordLMDataModule(DataModuleBase):
         return (
             f"{what}: {', '.join(parts)}{val_note}; word-level ({self.pretokenizer}"
             f"{', lowercased' if self.lowercase else ''}), {vocab}, train/val/test tokens {toks}{budget}; "
-            f"from {'hub ' + str(self.spec.hub) + ' -> ' if fetched else ''}{root}"
+            f"from {'hub ' + str(self.spec.hub) + ' -> ' if fetched else ''}{root}{self._note}"
         )
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:

@@ -20,6 +20,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from oscrepro.tables.compose import path_override
 from oscrepro.tables.spec import CONF_DIR, load_spec
 
 TASKS = ("sva", "mqar", "wt2", "charlm", "uea")
@@ -203,7 +204,7 @@ def build_leaderboard(budget: str = "cpu", launcher: str = "joblib", workers: in
 
     results = Path(results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))
     keys = [f"leaderboard/{t}" for t in tasks]
-    run_extra = [f"paths.results_dir={results}", "trainer.enable_progress_bar=false", *(extra or [])]
+    run_extra = [path_override("paths.results_dir", results), "trainer.enable_progress_bar=false", *(extra or [])]
     runs = []
     for key in keys:
         spec, _ = matched_widths(load_spec(key), budget, list(extra or []))

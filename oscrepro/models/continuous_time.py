@@ -21,11 +21,12 @@ so a further head (a point-process intensity) is a new class beside these and th
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from oscrepro.attention.base import Aux
+from oscrepro.attention.base import VECTOR, Aux
 from oscrepro.models.block import AttentionFactory, TransformerBlock
 
 TIME_EMBEDDINGS = ("none", "sinusoidal")
@@ -117,6 +118,8 @@ class ReadoutHead(nn.Module):
 class ContinuousTimeClassifier(nn.Module):
     """Continuous-time encoder + :class:`ReadoutHead` (irregular UEA, bit-stream XOR, resonance classification)."""
 
+    attention_contract: ClassVar[str | None] = VECTOR  # builds each layer's mechanism (oscrepro.attention.base)
+
     def __init__(self, n_classes: int, readout: str = "last", **encoder_kwargs) -> None:
         super().__init__()
         self.encoder = ContinuousTimeEncoder(**encoder_kwargs)
@@ -159,6 +162,8 @@ class ContinuousTimeRegressor(nn.Module):
     with a fixed target grid per dataset that is the same in training and evaluation. With ``need_weights`` each
     layer's aux also holds ``merge_order`` (B, T + K), since its weights are in merged order.
     """
+
+    attention_contract: ClassVar[str | None] = VECTOR  # builds each layer's mechanism (oscrepro.attention.base)
 
     def __init__(self, n_out: int | None = None, **encoder_kwargs) -> None:
         super().__init__()

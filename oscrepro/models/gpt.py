@@ -28,12 +28,14 @@ Where the paper is silent, this is what we chose:
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from oscrepro.attention.base import Aux
+from oscrepro.attention.base import VECTOR, Aux
 from oscrepro.models.block import AttentionFactory
 
 POSITIONAL = ("learned", "none")
@@ -73,6 +75,8 @@ class GPTBlock(nn.Module):
 
 class GPTLM(nn.Module):
     """Causal LM: tokens (B, T) -> (logits (B, T, V), per-layer aux), the backbone of coupledqk Table 8."""
+
+    attention_contract: ClassVar[str | None] = VECTOR  # builds each layer's mechanism (oscrepro.attention.base)
 
     def __init__(self, vocab_size: int, d_model: int, n_heads: int, n_layers: int, d_ff: int,
                  attention: AttentionFactory, max_positions: int = 2048, positional: str = "learned",

@@ -25,13 +25,13 @@ int t p(t) dt on a grid); that path is not implemented here.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import Aux
+from oscrepro.attention.base import VECTOR, Aux
 from oscrepro.models.continuous_time import ContinuousTimeEncoder
 
 
@@ -75,6 +75,8 @@ class ContinuousTimeTPP(nn.Module):
     ``n_features`` is the one-hot width the data module reports (its ``num_types``); ``n_types`` defaults to it.
     The one-hot input through the encoder's linear embedding is an event-type embedding (THP's ``nn.Embedding``).
     """
+
+    attention_contract: ClassVar[str | None] = VECTOR  # builds each layer's mechanism (oscrepro.attention.base)
 
     def __init__(self, n_features: int, n_types: int | None = None, alpha_init: float = -0.1,
                  beta_init: float = 1.0, **encoder_kwargs) -> None:

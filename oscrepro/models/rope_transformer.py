@@ -23,12 +23,13 @@ d = 124 for V = 97, as in Table 3.
 from __future__ import annotations
 
 import math
+from typing import Any, ClassVar
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import Aux, causal_mask, merge_heads, split_heads
-from oscrepro.attention.rope import apply_rope, rope_tables
+from oscrepro.attention.base import AttentionBase, Aux, causal_mask, merge_heads, refuse, split_heads, whole
+from oscrepro.attention.rope import apply_rope, rope_problems, rope_tables
 
 
 def rope_transformer_params(d: int, vocab_size: int, n_layers: int = 4, ffn_mult: int = 4,
@@ -107,6 +108,18 @@ class RopeBlock(nn.Module):
 class RopeTransformerLM(nn.Module):
     """Causal LM: tokens (B, T) -> (logits (B, T, V), per-layer aux). ``d_model=None`` runs the width search."""
 
+    attention_contract: ClassVar[str | None] = None  # its own RoPE softmax attention: no attention group
+
+    @classmethod
+    def config_problems(cls, d_model: int | None = None, n_heads: int = 1, width_step: int = 4,
+                        **hparams: Any) -> list[str]:
+        """Its attention's rules: heads of d_model / n_heads, even for RoPE (the width search picks such a width
+        itself: multiples of lcm(width_step, 2 n_heads))."""
+        if d_model is None:
+            return [] if whole(width_step, 1) else [f"width_step={width_step!r} must be an integer >= 1"]
+        return (AttentionBase.config_problems(d_model, n_heads)
+                or rope_problems(d_model // n_heads, prefix="its attention: "))
+
     def __init__(self, vocab_size: int, d_model: int | None = None, n_layers: int = 4, n_heads: int = 1,
                  ffn_mult: int = 4, param_target: int = 1_000_000, width_step: int = 4, rope_base: float = 10000.0,
                  dropout: float = 0.1, final_norm: bool = False, attention: object | None = None) -> None:
@@ -114,6 +127,7 @@ class RopeTransformerLM(nn.Module):
         if attention is not None:  # conf/train.yaml merges an attention group into cfg.model by default
             raise ValueError("RopeTransformerLM has its own RoPE softmax attention: compose it without an attention "
                              "group (experiment defaults `- override /attention: null`, or `~attention` on the CLI)")
+        refuse(RopeTransformerLM.config_problems(d_model, n_heads, width_step))
         if d_model is None:
             d_model = search_width(param_target, vocab_size, n_layers, ffn_mult, n_heads, width_step, final_norm)
         self.d_model, self.vocab_size = d_model, vocab_size

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
+from oscrepro.attention.base import VECTOR
 from oscrepro.data.base import model_dims
 from oscrepro.data.integrity import instantiate_data
 from oscrepro.tables.runs import RunNotUsableError, model_state_dict
@@ -104,6 +106,10 @@ def _check_attention(rdir: Path, attention: Callable[..., nn.Module] | None) -> 
 
 class SequenceClassifier(nn.Module):
     """Causal backbone + dropout + linear head on the hidden state at position ``lengths - 1``."""
+
+    attention_contract: ClassVar[str | None] = VECTOR  # builds each layer's mechanism (oscrepro.attention.base)
+    # the mechanism's shapes: those of the random-init backbone it is passed to (a pretrained run brings its own)
+    attention_shape: ClassVar[dict[str, str]] = {"d_model": "backbone.d_model", "n_heads": "backbone.n_heads"}
 
     def __init__(self, n_classes: int, vocab_size: int | None = None, pretrained_run: str | Path | None = None,
                  checkpoint: str = "last", backbone: Callable[..., nn.Module] | None = None,

@@ -17,18 +17,20 @@ Output (B, 1, n_out): the regression task's target layout (one target per series
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from oscrepro.attention.base import Aux
+from oscrepro.attention.base import VECTOR, Aux
 from oscrepro.models.continuous_time import ContinuousTimeEncoder, ReadoutHead
 
 
 class ContinuousTimeSequenceRegressor(nn.Module):
     """Continuous-time encoder + pooled readout to ``n_out`` values per series, de-standardised (module docstring)."""
+
+    attention_contract: ClassVar[str | None] = VECTOR  # builds each layer's mechanism (oscrepro.attention.base)
 
     def __init__(self, n_out: int = 1, readout: str = "last", **encoder_kwargs: Any) -> None:
         super().__init__()

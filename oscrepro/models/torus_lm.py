@@ -37,12 +37,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import Aux
+from oscrepro.attention.base import PHASE, Aux
 from oscrepro.attention.compiled import CompiledPair, run_with_fallback
 from oscrepro.attention.fsn_fused import use_compiled
 from oscrepro.attention.kuramoto import PhaseGates
@@ -146,6 +147,9 @@ class TorusLayer(nn.Module):
 
 class TorusLM(nn.Module):
     """Causal torus phase LM: tokens (B, T) -> (logits (B, T, V), per-layer aux)."""
+
+    attention_contract: ClassVar[str | None] = PHASE  # coupling laws built with the shared gates= (module docstring)
+    attention_shape: ClassVar[dict[str, str]] = {"d_model": "k", "n_heads": "n_heads"}  # k phases, n_heads maps
 
     def __init__(self, vocab_size: int, attention: CouplingFactory, ffn: FFNFactory, k: int = 176,
                  n_layers: int = 4, n_heads: int = 1, rope_base: float = 10000.0, tau_init: float | None = None,

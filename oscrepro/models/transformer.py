@@ -9,11 +9,12 @@ reads them if it is continuous-time and ignores them otherwise (``oscrepro.atten
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from oscrepro.attention.base import Aux
+from oscrepro.attention.base import VECTOR, Aux
 from oscrepro.models.block import AttentionFactory, TransformerBlock
 
 POSITIONAL = ("sinusoidal", "none")
@@ -67,6 +68,8 @@ class EncoderClassifier(nn.Module):
     """Bidirectional encoder + linear head. ``readout='last'`` reads the last position (SVA's <verb>),
     ``'mean'`` mean-pools over time (KWS)."""
 
+    attention_contract: ClassVar[str | None] = VECTOR  # builds each layer's mechanism (oscrepro.attention.base)
+
     def __init__(self, n_classes: int, readout: str = "mean", **encoder_kwargs) -> None:
         super().__init__()
         if readout not in READOUTS:
@@ -84,6 +87,8 @@ class EncoderClassifier(nn.Module):
 
 class CausalLM(nn.Module):
     """Causal transformer language model: token embedding -> causal blocks -> vocabulary logits."""
+
+    attention_contract: ClassVar[str | None] = VECTOR  # builds each layer's mechanism (oscrepro.attention.base)
 
     def __init__(self, vocab_size: int, **encoder_kwargs) -> None:
         super().__init__()

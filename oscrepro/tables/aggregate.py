@@ -1,19 +1,33 @@
-"""Run records -> table cells: mean ± std over seeds, n, divergences, failures, missing runs."""
+"""Run records -> table cells: mean ± std over seeds, n, divergences, failures, missing runs.
+
+A number that is not finite never enters a cell. A record whose status says ``ok`` but whose final val/test
+metrics (or the cell's own metric) hold NaN or inf is a run whose numbers are made up: a loss that went NaN leaves
+an accuracy that is the argmax of NaN logits. Runs now record ``diverged`` for it (oscrepro.train), but records
+written before that (kept in git) may still say ``ok``, so the engine guards anyway: such a record counts as
+diverged in every cell that reads it (:func:`effective_status`), the cell flags it, and the table header counts it
+under ``diverged``, never under ``ok``.
+"""
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from oscrepro.tables.plan import RunRequest
 from oscrepro.tables.spec import Column, Row, TableSpec
 
+log = logging.getLogger(__name__)
+FINAL_PREFIXES = ("val/", "test/")  # the final metrics a record reports; any non-finite one voids the record
+
 
 @dataclass
 class Cell:
-    """One aggregated table cell. ``mean``/``std`` are over finished (status ok) seeds with a finite metric."""
+    """One aggregated table cell. ``mean``/``std`` are over finished (status ok) seeds whose final metrics are all
+    finite; an ``ok`` record with a non-finite one counts in ``n_diverged`` (module docstring)."""
 
     mean: float = math.nan
     std: float = math.nan
@@ -34,19 +48,44 @@ def metric_key(col: Column, row: Row) -> str:
     return col.metric.format(**row.vars) if col.metric else ""
 
 
+def non_finite_metrics(metrics: dict[str, Any], keys: tuple[str, ...] = ()) -> list[str]:
+    """Keys of ``metrics`` whose value is a number that is not finite: every final val/test metric, plus
+    ``keys`` (the metric a cell reads, whatever its name)."""
+    bad = []
+    for key, value in metrics.items():
+        if not (key.startswith(FINAL_PREFIXES) or key in keys) or isinstance(value, bool):
+            continue
+        try:
+            finite = math.isfinite(float(value))
+        except (TypeError, ValueError):  # not a number (a string, a list): not ours to judge here
+            continue
+        if not finite:
+            bad.append(key)
+    return sorted(bad)
+
+
+def effective_status(status: dict[str, Any], metrics: dict[str, Any], keys: tuple[str, ...] = ()) -> str:
+    """The status a table counts a record under: its recorded one, except that an ``ok`` record with a non-finite
+    final metric (:func:`non_finite_metrics`) counts as ``diverged`` (module docstring); ``missing`` without one."""
+    recorded = str(status.get("status", "missing"))
+    return "diverged" if recorded == "ok" and non_finite_metrics(metrics, keys) else recorded
+
+
 def _values(reqs: list[RunRequest], key: str, cell: Cell) -> list[float]:
     vals = []
     for r in reqs:
-        status = r.record.status().get("status")
+        recorded = r.record.status()
+        metrics = r.record.metrics() if recorded.get("status") == "ok" else {}
+        status = effective_status(recorded, metrics, (key,))
         cell.n_runs += 1
         if status == "ok":
-            metrics = r.record.metrics()
             if key not in metrics:
                 raise MissingMetricError(f"metric {key!r} not in {r.run_dir}/metrics.json; logged: {sorted(metrics)}")
-            v = float(metrics[key])
-            if math.isfinite(v):
-                vals.append(v)
+            vals.append(float(metrics[key]))
         elif status == "diverged":
+            if recorded.get("status") == "ok":
+                log.warning("run %s: status ok but non-finite %s: counted as diverged, not averaged", r.run_dir,
+                            ", ".join(non_finite_metrics(metrics, (key,))))
             cell.n_diverged += 1
         elif status == "failed":
             cell.n_failed += 1

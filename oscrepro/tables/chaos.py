@@ -7,12 +7,21 @@
 2. Rounds, until ``--kills`` kills were made: a fresh results dir; the same build started as its own process group
    and killed with SIGKILL (workers included) after a random delay, uniform on [``--min-delay``, the reference
    build's wall time]; after every kill every run record is checked (:func:`half_written`); then the build is
-   started again, and killed again, until it finishes on its own; its table must equal the reference's.
+   started again, and killed again, until it finishes on its own; its table must equal the reference's, and so
+   must every run's ``metrics.json`` (:func:`metrics_differences`).
 
 A record is half-written when one of its files does not parse whole: ``status.json`` (with a known status),
 ``config.yaml``, ``metrics.json``, ``history.csv`` (every row as wide as its header). Run records write each file
 atomically (:func:`oscrepro.utils.run_record.atomic_write_text`) and a finished status is written last, so none
 should ever be. The tables are compared on their ``.csv`` (the ``.md`` header carries the date and commit).
+
+The table rounds its numbers, so a resumed run that trains at another thread count (a build restarted with fewer
+runs left plans fewer workers with more threads each) can change a test loss in its last bits (0.6934264302 vs
+0.6934263706) and leave the table equal. So every run's ``metrics.json`` is compared too, bit for bit (each value's
+shortest round-trip repr), and the run's final status with it, for the same set of runs. Excluded are the
+wall-clock keys (:data:`CLOCK_KEYS`: ``time/*`` such as ``time/train_epoch_s``, and ``*wall_time*`` such as
+``train_wall_time_s``): they measure the machine and its load while the run trained, differ between any two
+builds, and are not results (no table reads them as one).
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import csv
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -33,7 +43,10 @@ from pathlib import Path
 
 import yaml
 
+from oscrepro.utils.run_record import atomic_write_text
+
 STATUSES = ("running", "ok", "diverged", "failed")
+CLOCK_KEYS = re.compile(r"^time/|wall_time")  # metrics.json keys that measure wall-clock time (module docstring)
 
 
 @dataclass
@@ -45,6 +58,10 @@ class ChaosReport:
     kills: list[tuple[int, float, int, int]] = field(default_factory=list)
     half_written: list[str] = field(default_factory=list)
     rounds_equal: list[bool] = field(default_factory=list)
+    # per round: every run's metrics.json (clock keys excluded) and status equal to the reference build's
+    rounds_metrics_equal: list[bool] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)  # "round r: run: key reference -> this round"
+    runs_compared: int = 0  # runs in the reference build, each compared in every round
     resumed_runs: int = 0  # runs that went on from a checkpoint of a killed attempt (their history was set aside)
 
     def markdown(self) -> str:
@@ -57,6 +74,10 @@ class ChaosReport:
                  + "".join(f"\n  - {h}" for h in self.half_written),
                  f"- **Final table equal to the uninterrupted build:** "
                  f"{sum(self.rounds_equal)}/{len(self.rounds_equal)} rounds",
+                 f"- **Every run's metrics.json bit-identical to the uninterrupted build's** ({self.runs_compared} "
+                 f"runs, status included; wall-clock keys `time/*`, `*wall_time*` excluded): "
+                 f"{sum(self.rounds_metrics_equal)}/{len(self.rounds_metrics_equal)} rounds"
+                 + "".join(f"\n  - {d}" for d in self.differences),
                  f"- **Runs resumed from a killed attempt's checkpoint:** {self.resumed_runs}", "",
                  f"- **Kills that hit a run after its first epoch checkpoint:** "
                  f"{sum(1 for k in self.kills if k[3])}", "",
@@ -67,7 +88,8 @@ class ChaosReport:
 
     @property
     def passed(self) -> bool:
-        return not self.half_written and all(self.rounds_equal) and bool(self.rounds_equal)
+        return (not self.half_written and all(self.rounds_equal) and bool(self.rounds_equal)
+                and all(self.rounds_metrics_equal) and len(self.rounds_metrics_equal) == len(self.rounds_equal))
 
 
 def half_written(runs_dir: Path) -> list[str]:
@@ -104,6 +126,32 @@ def _whole_csv(path: Path) -> None:
         raise ValueError("ragged or empty csv")
 
 
+def run_metrics(runs_dir: Path) -> dict[str, dict[str, str]]:
+    """Per finished-or-not run (``<experiment>/<run id>``, the path under ``runs_dir``): its status and the repr of
+    each ``metrics.json`` value but the wall-clock ones (:data:`CLOCK_KEYS`); equal reprs = bit-identical floats."""
+    out: dict[str, dict[str, str]] = {}
+    for status_path in sorted(runs_dir.rglob("status.json")):
+        run = status_path.parent
+        metrics_path = run / "metrics.json"
+        metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
+        values = {k: repr(v) for k, v in metrics.items() if not CLOCK_KEYS.search(k)}
+        values["<status>"] = repr(json.loads(status_path.read_text()).get("status"))
+        out[run.relative_to(runs_dir).as_posix()] = values
+    return out
+
+
+def metrics_differences(reference: dict[str, dict[str, str]], other: dict[str, dict[str, str]]) -> list[str]:
+    """What differs between two :func:`run_metrics`: runs in one only, and per run each key whose value differs
+    (``run: key reference -> other``); empty when every run's metrics are bit-identical."""
+    out = [f"{run}: only in the reference build" for run in sorted(set(reference) - set(other))]
+    out += [f"{run}: not in the reference build" for run in sorted(set(other) - set(reference))]
+    for run in sorted(set(reference) & set(other)):
+        a, b = reference[run], other[run]
+        out += [f"{run}: {key} {a.get(key, '(absent)')} -> {b.get(key, '(absent)')}"
+                for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+    return out
+
+
 def _command(table: str, budget: str, results: Path, launcher: str, extra: list[str]) -> list[str]:
     return [sys.executable, "-m", "oscrepro.table", table, "--budget", budget, "--launcher", launcher,
             "--results-dir", str(results), "--variant", "chaos", *extra]
@@ -136,6 +184,8 @@ def run_chaos(table: str = "fqo/table2", budget: str = "smoke", kills: int = 20,
     subprocess.run(_command(table, budget, ref, launcher, extra), check=True, env=env, capture_output=True)
     report = ChaosReport(table, budget, time.time() - t0)
     expected = _table_csv(ref, table, budget)
+    expected_metrics = run_metrics(ref / "runs")
+    report.runs_compared = len(expected_metrics)
     rnd = 0
     while len(report.kills) < kills:
         rnd += 1
@@ -157,8 +207,12 @@ def run_chaos(table: str = "fqo/table2", budget: str = "smoke", kills: int = 20,
                 print(f"[chaos] kill {len(report.kills)}/{kills} (round {rnd}) at {time.time() - start:.1f} s",
                       flush=True)
         report.rounds_equal.append(proc.returncode == 0 and _table_csv(results, table, budget) == expected)
+        differ = metrics_differences(expected_metrics, run_metrics(results / "runs"))
+        report.rounds_metrics_equal.append(not differ)
+        report.differences += [f"round {rnd}: {d}" for d in differ]
         report.resumed_runs += sum(1 for _ in (results / "runs").rglob("logs/metrics.before_resume.csv"))
-        print(f"[chaos] round {rnd} finished: table equal to the reference: {report.rounds_equal[-1]}", flush=True)
+        print(f"[chaos] round {rnd} finished: table equal to the reference: {report.rounds_equal[-1]}, every run's "
+              f"metrics.json bit-identical: {report.rounds_metrics_equal[-1]}", flush=True)
     if workdir is None:
         shutil.rmtree(work, ignore_errors=True)
     return report
@@ -182,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
     print(text)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+        atomic_write_text(args.out, text)
     if not report.passed:
         raise SystemExit("chaos test failed: see the report above")
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.types import Quote, QuotedString
 from omegaconf import DictConfig, open_dict
 
 from oscrepro.tables.spec import CONF_DIR
@@ -20,6 +21,13 @@ CKPT_NAME = "last.ckpt"
 
 class RunNotUsableError(RuntimeError):
     """The run record has no checkpoint, or did not finish with status ``ok``."""
+
+
+def path_override(key: str, path: str | Path) -> str:
+    """The override ``key=<path>`` with the path quoted the Hydra way (single quotes, inner quotes and the
+    backslashes before them escaped), so that any path composes to itself: unquoted, Hydra's override grammar
+    refuses spaces and non-ASCII letters (``--results-dir "résultats et runs"`` failed to parse)."""
+    return f"{key}={QuotedString(text=str(path), quote=Quote.single).with_quotes()}"
 
 
 def compose_run(overrides: list[str], conf_dir: Path = CONF_DIR) -> DictConfig:

@@ -1,18 +1,32 @@
 """Render aggregated tables to ``results/<paper>/<name>.{md,csv}`` with a provenance header.
 
 Our numbers and the paper's sit in separate columns; the paper's come only from the spec's reference data.
+
+The csv is what the claims engine (:mod:`oscrepro.claims.scoreboard`) reads, so it carries numbers, never only their
+rendering:
+
+* a runs table has one line per cell: ``row, column, ours_mean, ours_std, n`` (+ counts, flags, the paper's value);
+* an analysis table has the adapter's columns, one line per row. A cell holding a
+  :class:`~oscrepro.tables.values.SeedStat` (a statistic over seeds) is written as its mean, a plain float, in
+  ``<column>``, its sample std in ``<column>__std`` (``nan`` below two seeds) and its seed count in ``<column>__n``
+  (+ ``<column>__flags`` where a cell of the column carries flags such as ``diverged 1``); the .md shows it as the
+  adapter asked (``27.6 ± 2.8``). The suffixed columns exist for every column holding a SeedStat in some row and
+  are empty in the rows where that column holds a plain number (n = 1) or a string.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 from typing import Any
 
 from oscrepro.tables.aggregate import Cell
 from oscrepro.tables.spec import TableSpec
+from oscrepro.tables.values import STAT_FIELDS, SeedStat
 from oscrepro.utils.provenance import provenance
+from oscrepro.utils.run_record import atomic_write_text
 
 
 def _fmt(x: float, digits: int) -> str:
@@ -100,17 +114,15 @@ def render_runs_table(spec: TableSpec, budget: str, cells: dict[tuple[int, str],
                              "paper_mean": p_mean, "paper_std": p_std, "budget": budget})
         md.append("| " + " | ".join(line) + " |")
     md_path = out_dir / f"{name}.md"
-    md_path.write_text("\n".join(md) + "\n")
-    with open(out_dir / f"{name}.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows_csv[0]))
-        writer.writeheader()
-        writer.writerows(rows_csv)
+    write_csv(out_dir / f"{name}.csv", list(rows_csv[0]), rows_csv)
+    atomic_write_text(md_path, "\n".join(md) + "\n")
     return md_path
 
 
 def render_analysis_table(spec: TableSpec, budget: str, columns: list[str], rows: list[dict[str, Any]],
                           out_dir: Path, notes: list[str]) -> Path:
-    """Markdown + CSV for analysis tables (rows are dicts over ``columns``)."""
+    """Markdown + CSV for analysis tables (rows are dicts over ``columns``; a value is a string, a number or a
+    :class:`SeedStat`, written to the csv as numeric columns: see the module docstring)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     name = spec.key.split("/")[-1]
     md = header_lines(spec, budget, None, [], {}, notes) + [
@@ -119,9 +131,45 @@ def render_analysis_table(spec: TableSpec, budget: str, columns: list[str], rows
         md.append("| " + " | ".join(_fmt(r[c], 4) if isinstance(r[c], float) else "—" if r[c] is None else str(r[c])
                                     for c in columns) + " |")
     md_path = out_dir / f"{name}.md"
-    md_path.write_text("\n".join(md) + "\n")
-    with open(out_dir / f"{name}.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+    fieldnames, csv_rows = analysis_csv(columns, rows)
+    write_csv(out_dir / f"{name}.csv", fieldnames, csv_rows)
+    atomic_write_text(md_path, "\n".join(md) + "\n")
     return md_path
+
+
+def analysis_csv(columns: list[str], rows: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The csv header and lines of an analysis table: each :class:`SeedStat` cell as its numbers (mean in the
+    column, ``__std``, ``__n``, and ``__flags`` where the column has any), every other value as it is."""
+    stat_cols = {c: any(isinstance(r.get(c), SeedStat) for r in rows) for c in columns}
+    flag_cols = {c for c in columns if any(isinstance(r.get(c), SeedStat) and r[c].flags for r in rows)}
+    fieldnames: list[str] = []
+    for c in columns:
+        fieldnames.append(c)
+        if stat_cols[c]:
+            fieldnames += [f"{c}__std", f"{c}__n"] + ([f"{c}__flags"] if c in flag_cols else [])
+    clash = sorted({f for f in fieldnames if fieldnames.count(f) > 1})
+    if clash:
+        raise ValueError(f"analysis columns {clash} collide with the numeric columns of a SeedStat column "
+                         f"(<column>__{{{','.join(STAT_FIELDS)}}}); rename them in the adapter")
+    out = []
+    for r in rows:
+        line = dict(r)  # a key outside ``columns`` still fails in csv.DictWriter, as before
+        for c in columns:
+            v = r[c]
+            if isinstance(v, SeedStat):
+                line[c], line[f"{c}__std"], line[f"{c}__n"] = v.mean, v.std, v.n
+                if c in flag_cols:
+                    line[f"{c}__flags"] = ", ".join(v.flags)
+        out.append(line)
+    return fieldnames, out
+
+
+def write_csv(path: Path, fieldnames: list[str], rows: list[dict[str, Any]]) -> None:
+    """Write a table's csv whole or not at all (:func:`~oscrepro.utils.run_record.atomic_write_text`): a build
+    killed or out of disk space leaves the previous table, never half of one. Bytes as ``csv.DictWriter`` on a
+    file opened with ``newline=""`` writes them."""
+    buf = io.StringIO(newline="")
+    writer = csv.DictWriter(buf, fieldnames=fieldnames)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buf.getvalue())

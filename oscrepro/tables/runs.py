@@ -10,6 +10,7 @@ that trains it, unless ``train_missing`` (set by smoke budgets, where those runs
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from torch import Tensor, nn
 
 from oscrepro.data.base import model_dims
 from oscrepro.data.integrity import instantiate_data
-from oscrepro.tables.compose import CKPT_NAME, RunNotUsableError, compose_run
+from oscrepro.tables.compose import CKPT_NAME, RunNotUsableError, compose_run, path_override
 from oscrepro.tables.recover import recover_checkpoint, recovered_note
 from oscrepro.tables.spec import CONF_DIR, SpecError, load_spec
 from oscrepro.utils.run_record import RunRecord, _drop, hashed_payload, run_dir
@@ -103,7 +104,8 @@ def cell_requests(source: str, budget: str, row: str, column: str | None, result
     col = column or next(c.name for c in spec.columns if c.delta is None)
     if col not in {c.name for c in spec.columns}:
         raise SpecError(f"table {source} has no column {col!r}")
-    base = spec.cell_overrides(labels.index(row), col, budget, [f"paths.results_dir={results_dir}", *(overrides or [])])
+    base = spec.cell_overrides(labels.index(row), col, budget,
+                               [path_override("paths.results_dir", results_dir), *(overrides or [])])
     return [RunRequest.compose([*base, f"seed={s}"]) for s in spec.seeds_for(budget, labels.index(row))]
 
 
@@ -154,7 +156,8 @@ def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[
         raise MissingRunsError(
             f"table {table} at budget={budget} reads the runs of table {source}; {len(missing)} are missing or "
             f"unfinished:\n  {shown}\nTrain them first:  python -m oscrepro.table {source} --budget {budget}"
-            f" --results-dir {results_dir}{extra}" + (" --variant <the variant's name>" if extra else ""))
+            f" --results-dir {shlex.quote(str(results_dir))}{extra}"
+            + (" --variant <the variant's name>" if extra else ""))
     if recovered:
         differ = [n for n in recovered if n.startswith("**")]
         notes += differ

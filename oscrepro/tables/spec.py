@@ -21,6 +21,14 @@ model's parameter count is within the tolerance of the reference row's (``oscrep
 
 An *analysis* table (``kind: analysis``) names a callable (``_target_``) that computes its rows directly
 (e.g. Figure 2's Monte Carlo vs closed form).
+
+What a spec owns, a build's extra overrides may not set (:func:`check_extra_overrides`, before anything is
+written): ``seed`` (each cell runs the budget's seeds 0..n-1; an extra ``seed=-3`` used to be silently replaced by
+them while the header said "Overrides of every run: ``seed=-3``"), ``experiment``, ``budget`` (use ``--budget``) and
+``table_name``, which the engine sets for every cell, and any key a row, a column or ``match`` sets (an extra
+``attention=softmax`` on fqo Table 2 would train softmax under the label "Oscillator"). Keys are compared exactly,
+as Hydra parses them (``+lr_schedule=cosine`` sets ``lr_schedule``): an extra ``data.batch_size=8`` on a table
+whose rows choose ``data=...`` sets a value inside each row's choice and is allowed.
 """
 
 from __future__ import annotations
@@ -29,14 +37,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 BUDGETS = ("smoke", "cpu", "paper")
 
 
+ENGINE_KEYS = ("seed", "experiment", "budget", "table_name")  # set by the engine for every cell of every table
+
+
 class SpecError(ValueError):
     """A table spec that cannot be built; the message names the file and the problem."""
+
+
+class OwnedOverrideError(SpecError):
+    """An extra override of a key that the table spec (or the engine) sets for its cells; raised before anything
+    is written (module docstring)."""
 
 
 @dataclass
@@ -87,6 +107,9 @@ class TableSpec:
         n = int(self.seeds[budget])
         if row_idx is not None and budget in self.rows[row_idx].seeds:
             n = min(n, int(self.rows[row_idx].seeds[budget]))
+        if row_idx is not None:  # seeds added by the claims planner (oscrepro.claims.decide) to decide a claim
+            n = max(n, int(decided_seeds(self.path.parents[2], budget).get(self.key, {}).get(self.rows[row_idx].label,
+                                                                                             0)))
         return list(range(n))
 
     def cell_overrides(self, row_idx: int, col_name: str, budget: str, extra: list[str]) -> list[str]:
@@ -96,6 +119,58 @@ class TableSpec:
         experiment = col.experiment or row.experiment or self.experiment
         return [f"experiment={experiment}", f"budget={self.budget_map.get(budget, budget)}", f"table_name={self.key}",
                 *row.overrides, *(o.format(**row.vars) for o in col.overrides), *extra]
+
+    def owned_keys(self) -> dict[str, str]:
+        """Config keys the spec sets for its cells (module docstring), each with who sets it, for messages."""
+        owned = {"seed": f"the spec (each cell runs seeds 0..n-1, n per budget: "
+                         f"{', '.join(f'{b} {n}' for b, n in self.seeds.items())}; pick n with --budget, or train "
+                         "one seed with python -m oscrepro.train)",
+                 "experiment": "the spec (the experiment of each cell)",
+                 "budget": "--budget (the engine sets it for every run)",
+                 "table_name": "the engine (every run of this table)"}
+        setters: dict[str, list[str]] = {}
+        for row in self.rows:
+            for text in row.overrides:
+                setters.setdefault(override_key(text), []).append(f"row {row.label!r}")
+            for col in self.columns:
+                for text in col.overrides:
+                    try:
+                        text = text.format(**row.vars)
+                    except (KeyError, IndexError, ValueError):
+                        pass  # a placeholder the row does not fill: the key is still what it sets
+                    who = f"column {col.name!r}"
+                    if who not in setters.setdefault(override_key(text), []):
+                        setters[override_key(text)].append(who)
+        if self.match.get("knob"):
+            setters.setdefault(str(self.match["knob"]), []).append("match (parameter-matched per row)")
+        for key, who in setters.items():
+            owned.setdefault(key, f"the spec per cell ({', '.join(who[:3])}{', ...' if len(who) > 3 else ''}); one "
+                                  "value for every run would make the cells what their labels do not say")
+        return owned
+
+
+def override_key(text: str) -> str:
+    """The key (or config group) an override sets, as Hydra parses it: ``+lr_schedule=cosine`` -> ``lr_schedule``,
+    ``model/ffn=glu`` -> ``model/ffn``; text Hydra cannot parse gives the part before ``=`` (composition then
+    reports the syntax error)."""
+    try:
+        (parsed,) = OverridesParser.create().parse_overrides([text])
+        return str(parsed.key_or_group)
+    except (OverrideParseException, ValueError):
+        return text.split("=", 1)[0].lstrip("+~")
+
+
+def check_extra_overrides(spec: TableSpec, extra: list[str]) -> None:
+    """Refuse extra overrides of keys the spec owns (:meth:`TableSpec.owned_keys`; module docstring) with one
+    :class:`OwnedOverrideError` naming each override and who sets its key. Analysis tables own the engine's keys
+    only (their source tables' cells are planned with the seeds and rows of those tables)."""
+    owned = spec.owned_keys() if spec.kind == "runs" else {k: v for k, v in spec.owned_keys().items()
+                                                             if k in ENGINE_KEYS}
+    clashes = [f"{text!r} sets {override_key(text)!r}, which is set by {owned[override_key(text)]}"
+               for text in extra if override_key(text) in owned]
+    if clashes:
+        raise OwnedOverrideError(f"table {spec.key}: {'; '.join(clashes)}; nothing was run or written "
+                                 f"(overrides of what a table spec sets are refused, not silently replaced)")
 
 
 def config_groups(conf_dir: Path = CONF_DIR) -> tuple[str, ...]:
@@ -107,22 +182,38 @@ def available_tables(conf_dir: Path = CONF_DIR) -> list[str]:
     return sorted(str(p.relative_to(conf_dir / "table").with_suffix("")) for p in (conf_dir / "table").rglob("*.yaml"))
 
 
+def decided_seeds(conf_dir: Path, budget: str) -> dict[str, dict[str, int]]:
+    """``{table key: {row label: n}}`` from ``conf/decide/<budget>.yaml``: per-row seed counts that the claims
+    planner (``python -m oscrepro.claims.decide``) raised to decide a claim; empty when there are none. Extra seeds
+    are ordinary runs of the cell (seeds n..N-1, their run ids as any seed), so every build of the table shows them."""
+    path = conf_dir / "decide" / f"{budget}.yaml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
 def load_spec(key: str, conf_dir: Path = CONF_DIR) -> TableSpec:
     """Load ``conf/table/<key>.yaml`` and check it is buildable; unknown keys list the valid ones."""
     path = conf_dir / "table" / f"{key}.yaml"
     if not path.exists():
         raise SpecError(f"no table spec '{key}' ({path}); available: {', '.join(available_tables(conf_dir))}")
-    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    kind = raw.get("kind", "runs")
-    cols = [Column(**c) for c in raw.get("columns", [])]
-    spec = TableSpec(
-        key=key, paper=raw["paper"], title=raw["title"], kind=kind, experiment=raw.get("experiment"),
-        seeds={b: int(n) for b, n in (raw.get("seeds") or {b: 1 for b in BUDGETS}).items()},
-        rows=[Row(**r) for r in raw.get("rows", [])], columns=cols,
-        budget_notes=raw.get("budget_notes", {}), analysis=raw.get("analysis", {}), post=raw.get("post", {}),
-        source=raw.get("source", ""), path=path, budget_map=dict(raw.get("budget_map") or {}),
-        match=dict(raw.get("match") or {}),
-    )
+    try:
+        raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+        if not isinstance(raw, dict):
+            raise TypeError(f"the file holds a {type(raw).__name__}, not a mapping")
+        kind = raw.get("kind", "runs")
+        cols = [Column(**c) for c in raw.get("columns", [])]
+        spec = TableSpec(
+            key=key, paper=raw["paper"], title=raw["title"], kind=kind, experiment=raw.get("experiment"),
+            seeds={b: int(n) for b, n in (raw.get("seeds") or {b: 1 for b in BUDGETS}).items()},
+            rows=[Row(**r) for r in raw.get("rows", [])], columns=cols,
+            budget_notes=raw.get("budget_notes", {}), analysis=raw.get("analysis", {}), post=raw.get("post", {}),
+            source=raw.get("source", ""), path=path, budget_map=dict(raw.get("budget_map") or {}),
+            match=dict(raw.get("match") or {}),
+        )
+    except KeyError as err:
+        raise SpecError(f"table spec {path}: required key {err} missing") from None
+    except (TypeError, ValueError, AttributeError, yaml.YAMLError, OmegaConfBaseException) as err:
+        # an unknown or misplaced field (``Column(**c)``), a non-number seed count, YAML that does not parse
+        raise SpecError(f"table spec {path}: {' '.join(str(err).split())}") from None
     _validate(spec)
     return spec
 

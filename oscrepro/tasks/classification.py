@@ -74,7 +74,8 @@ class ClassificationTask(BaseTask):
         metrics = {f"{split}/loss": s[f"{split}/loss_sum"].sum() / len(correct), f"{split}/acc": correct.mean()}
         if f"{split}/hard" in s:
             hard = s[f"{split}/hard"]
-            metrics[f"{split}/acc_hard"] = correct[hard].mean() if hard.any() else torch.tensor(float("nan"))
+            if hard.any():  # no hard example: the accuracy on them is undefined, so it is not logged (never NaN:
+                metrics[f"{split}/acc_hard"] = correct[hard].mean()  # a non-finite final metric voids a run)
             if "probe/vs" in s:
                 summary = verb_attention_summary(s["probe/vs"][hard], s["probe/vd"][hard], correct[hard].bool())
                 metrics.update({f"{split}/{k}": torch.tensor(v) for k, v in summary.items()})

@@ -24,7 +24,6 @@ accuracy) and ``rmse`` (next-gap RMSE, pooled over every predicted event of the 
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from typing import Any, NamedTuple
 
@@ -110,14 +109,13 @@ class PointProcessTask(BaseTask):
         ll, n_events = s["ll"], s["n_events"]
         n_pred = float(s["n"].sum())
         by = {c: reduce_ll(ll, n_events, c) for c in CONVENTIONS}
-        nan = math.nan
         metrics = {
             f"{split}/ll_seq": by["sequence_mean"], f"{split}/ll_event": by["event_mean"],
-            f"{split}/ll": by[self.ll_convention],
-            f"{split}/acc": s["correct"].sum() / n_pred if n_pred else torch.tensor(nan),
-            f"{split}/rmse": (s["se"].sum() / n_pred).sqrt() if n_pred else torch.tensor(nan),
-            f"{split}/loss": s["loss_sum"].sum() / len(ll),
+            f"{split}/ll": by[self.ll_convention], f"{split}/loss": s["loss_sum"].sum() / len(ll),
         }
+        if n_pred:  # no next event to predict: accuracy and RMSE are undefined and not logged (never NaN: a
+            metrics[f"{split}/acc"] = s["correct"].sum() / n_pred  # non-finite final metric voids a run)
+            metrics[f"{split}/rmse"] = (s["se"].sum() / n_pred).sqrt()
         self.log_dict({k: v.float() for k, v in metrics.items()}, prog_bar=split == "val")
 
     def on_validation_epoch_end(self) -> None:

@@ -1,24 +1,48 @@
 """Log-likelihood of a marked temporal point process from an intensity callable (pure torch, no model).
 
 For one right-padded sequence of N events (t_1, k_1), ..., (t_N, k_N) and a conditional intensity that is
-piecewise given on each inter-event interval (t_j, t_{j+1}] by the history up to and including event j,
+piecewise given on each inter-event interval (t_j, t_{j+1}] by the history up to and including event j (the
+caller's state h_j, which has not seen event j+1),
 
     LL = sum_{i=2}^{N} log lambda_{k_i}(t_i)  -  int_{t_1}^{t_N} sum_k lambda_k(t) dt.
 
-First-event term: left out, as THP (Zuo et al. 2020, ``Utils.log_likelihood``) and ContiFormer's PhysioPro TPP
-model (``eventprediction.TPP.temporal_log_likelihood``) do: with no state before the first event there is no
-intensity to score it, so LL is the log-density of events 2..N given the first, over [t_1, t_N] (no survival
-term after t_N: the window's end is not recorded). N counts every real event, the first included, in both
-reporting conventions (:func:`reduce_ll`), as THP's ``total_num_event`` and PhysioPro's ``mask.sum()`` do.
+What this computes, exactly:
 
-The integral is estimated per interval from elapsed times s in [0, Delta_j], Delta_j = t_{j+1} - t_j
-(:func:`quadrature`):
+* **Event term:** events 2..N; event j+1 is scored by lambda_{k_{j+1}} read from h_j at the exact elapsed time
+  Delta_j = t_{j+1} - t_j (the same callable and state as the interval's integral), plus ``eps`` before the log.
+  The first event is left out: with no state before it there is no intensity to score it, so LL is the
+  log-density of events 2..N given the first, over [t_1, t_N] (no survival term after t_N: the window's end is not
+  recorded).
+* **Integral:** on each interval (t_j, t_{j+1}], the intensity from h_j summed over **all** K types, estimated on
+  elapsed times s in [0, Delta_j] by :func:`quadrature` (below); no cap on Delta_j.
+* **Normalisation:** N counts every real event, the first included, in both reporting conventions
+  (:func:`reduce_ll`), as THP's ``total_num_event`` and PhysioPro's ``mask.sum()`` do.
+
+How that differs from the two reference codes (read from their sources):
+
+* **THP** (Zuo et al. 2020, ``Utils.log_likelihood``): the event term **keeps the first event**:
+  ``compute_event`` takes the log of ``type_lambda`` at every non-pad position, and that intensity at event j is
+  softplus(w_{k_j} . h_j) from the state h_j that has already seen event j, with no elapsed-time term. Its Monte
+  Carlo integral (``compute_integral_unbiased``, 100 uniform samples per interval) on (t_j, t_{j+1}] reads
+  ``model.linear(data)[:, 1:]``, i.e. **h_{j+1}**, the state after the interval's closing event, and keeps **only
+  the next event's type** k_{j+1} (``type_mask[:, 1:]``), not the sum over all types; its elapsed time is divided
+  by (t_j + 1). Ours: first event left out, event j+1 scored from h_j at Delta_j, integral from h_j over all
+  types, elapsed time as the callable defines it (the point-process head does not divide by t_j + 1:
+  :mod:`oscrepro.models.point_process`).
+* **PhysioPro** (ContiFormer's TPP model, ``eventprediction.TPP.temporal_log_likelihood``): like ours, the first
+  event is left out (``non_pad_mask[:, 1:]``), event j+1 is scored by lambda_{k_{j+1}} from h_j, and the integral
+  sums all types from h_j. The differences are numerical: PhysioPro evaluates the intensity on a fixed grid of
+  ``tmax * step_size`` elapsed times from 0 to ``tmax`` and reads the event term at grid index
+  floor(Delta_j * step_size) (not at Delta_j), and its integral (``compute_integral_unbiased``, despite the name)
+  is the mean of the first max(1, floor(Delta_j * step_size)) grid values times Delta_j, a left Riemann sum,
+  with the count capped at the grid's ``tmax * step_size`` points. Ours reads the exact Delta_j and has no ``tmax``.
+
+The integral is estimated per interval from elapsed times s in [0, Delta_j] (:func:`quadrature`):
 
 * ``gauss``: n-node Gauss-Legendre on [0, Delta_j]; deterministic, exact for polynomials of degree 2n - 1;
 * ``trapezoid``: n >= 2 equally spaced nodes, end points included; deterministic, error O(Delta^3 / n^2);
-* ``mc``: n uniform samples per interval, Delta_j * mean_s lambda(t_j + s): unbiased Monte Carlo, THP's
-  ``compute_integral_unbiased`` (100 samples there). PhysioPro's TPP instead sums a fixed grid of step
-  1 / step_size from t_j (a left Riemann sum), not reproduced here.
+* ``mc``: n uniform samples per interval, Delta_j * mean_s lambda(t_j + s): unbiased Monte Carlo, as THP's
+  ``compute_integral_unbiased`` estimates (100 samples there), but of our integrand (h_j, all types), not THP's.
 
 The event term reads the same callable at s = Delta_j (the right end, history <= j), so an intensity and its
 integral can never disagree on which state they use.

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import csv
 import io
+import math
+from collections.abc import Iterable
 from pathlib import Path
 
 from oscrepro.utils.callbacks import WALL_COLUMN
@@ -72,3 +74,14 @@ def merge(log_dir: Path, out: Path) -> None:
     rows = _read(log_dir / PRIOR_NAME) + _read(log_dir / "metrics.csv")
     if rows:
         _write(out, rows)
+
+
+def first_non_finite_epoch(log_dir: Path, columns: Iterable[str]) -> int | None:
+    """The first epoch whose logged row (kept from before resumes, or this attempt's) holds a non-finite value in
+    one of ``columns``; None if none does. Names the epoch of a run recorded ``diverged`` for its final metrics."""
+    wanted = set(columns)
+    for row in _read(log_dir / PRIOR_NAME) + _read(log_dir / "metrics.csv"):
+        if row.get("epoch", "") != "" and any(row.get(c, "") not in ("", None) and not math.isfinite(float(row[c]))
+                                               for c in wanted):
+            return int(row["epoch"])
+    return None

@@ -19,12 +19,18 @@ run reached 96.23 %):
   into, so neither could tell it.)
 
 With both, a resumed run equals the uninterrupted run (tests/integration/test_exact_resume.py), and the
-uninterrupted run itself is unchanged: same draws, same epoch numbers as before.
+uninterrupted run itself is unchanged: same draws, same epoch numbers as before. (The intra-op thread count can
+change the last bits of a reduction: a resumed run trains at the count its first attempt started with, recorded
+in status.json as ``torch_threads``; oscrepro.train.resume_threads.)
+
+A checkpoint also carries the id of the run that wrote it (:class:`RunIdCheckpoint`): a run never resumes from
+another run's checkpoint of the same shapes (:func:`check_owner`).
 """
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -63,3 +69,42 @@ class RngStateCheckpoint(L.Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         set_rng_states(state_dict)
 
+
+
+
+# Top-level key of every checkpoint a run writes: the id of the run it belongs to (a plain str, so that
+# ``weights_only=True`` loads it).
+RUN_ID_KEY = "oscrepro_run_id"
+
+
+class CheckpointOwnerError(ValueError):
+    """A run's checkpoint was written by another run, or carries no run id: resuming from it would record another
+    run's training under this run's id, so it is refused (one message; nothing is trained or recorded)."""
+
+
+class RunIdCheckpoint(L.Callback):
+    """Write the run's id into every checkpoint (``checkpoint[RUN_ID_KEY]``), so that a resume tells its own
+    checkpoint from another run's of the same shapes (:func:`check_owner`, called by train.py before anything is
+    written). Lightning's restore of a resumed fit checks it once more, for a resume that bypassed train.py."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule,
+                           checkpoint: dict[str, Any]) -> None:
+        checkpoint[RUN_ID_KEY] = self.run_id
+
+    def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule,
+                           checkpoint: dict[str, Any]) -> None:
+        check_owner(checkpoint, self.run_id, Path(trainer.ckpt_path or "checkpoints/last.ckpt"))
+
+
+def check_owner(checkpoint: dict[str, Any], run_id: str, path: Path) -> None:
+    """Raise :class:`CheckpointOwnerError` unless ``checkpoint`` (read from ``path``) carries ``run_id``: the
+    message names both ids and says how to train the run from the start."""
+    owner = checkpoint.get(RUN_ID_KEY)
+    if owner == run_id:
+        return
+    whose = f"belongs to run {owner}" if owner else "carries no run id (another run's, or written before run ids)"
+    raise CheckpointOwnerError(f"checkpoint {path} is not run {run_id}'s: it {whose}; refusing to resume from it. "
+                               f"Delete {path.parent} to train run {run_id} from the start")

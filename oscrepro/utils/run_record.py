@@ -59,10 +59,33 @@ def _drop(d: dict, dotted: str, only_if: Any = ...) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``path`` whole or not at all: a temporary file beside it, then ``os.replace`` (a SIGKILL leaves the old
-    file or the new one, never half of one; scripts/chaos.py checks it)."""
+    file or the new one, never half of one; scripts/chaos.py checks it). A write that fails (a full disk) removes
+    its temporary file and raises the original error: no ``*.tmp`` litter."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException as err:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError as cleanup:  # the write's error is the one to report; this one rides along with it
+            err.add_note(f"{tmp} could not be removed either: {cleanup}")
+        raise
+
+
+def unwritable_dir(path: Path) -> str | None:
+    """Why ``path`` cannot be created or written by this process, or None when it can: the nearest existing folder
+    on its path (where the first ``mkdir`` would happen) must be a directory that is writable (``os.access``, which
+    also says no on a read-only mount or an immutable folder). Checked before anything is written."""
+    probe = Path(path)
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{path} cannot be created: {probe} is not a directory"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return (f"{path} is not writable" if probe == Path(path) else
+                f"{path} cannot be created: {probe} is not writable")
+    return None
 
 
 def with_mechanism(cfg: DictConfig, choice: str | None) -> DictConfig:
@@ -143,8 +166,11 @@ class RunRecord:
         self._write_status({"status": "running", **extra})
 
     def finish(self, status: str, metrics: dict[str, Any], extra: dict[str, Any]) -> None:
-        """Write metrics.json and the final status (``ok`` | ``diverged`` | ``failed``)."""
-        atomic_write_text(self.dir / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True, default=float))
+        """Write metrics.json and the final status (``ok`` | ``diverged`` | ``failed``). A non-finite metric is
+        refused (ValueError, nothing written): a recorded metric is always a number (train.py records a run whose
+        final metrics are not finite as ``diverged``, without them)."""
+        atomic_write_text(self.dir / "metrics.json",
+                          json.dumps(metrics, indent=2, sort_keys=True, default=float, allow_nan=False))
         wall = round(time.time() - getattr(self, "_t0", time.time()), 2)
         self._write_status({**self.status(), "status": status, "wall_time_s": wall, **extra})
 

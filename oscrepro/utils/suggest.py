@@ -6,7 +6,9 @@ the user meant. :func:`unknown_key_message` composes the overrides the way ``pyt
 Hydra names an unknown key it composes again without that override and looks the key up among the valid ones:
 first its siblings (``trainer.max_epochs``), then every dotted key of the config (``model.n_head`` ->
 ``model.n_heads``, ``lr`` -> ``task.optimizer.lr``). Both entry points call it: ``python -m oscrepro.train`` before
-Hydra starts, the table CLI when a cell does not compose.
+Hydra starts, the table CLI when a cell does not compose. :func:`compose_job` also gives Hydra's own composition
+errors (an unknown config group option, an override that does not parse) as one line, for the train CLI, which
+refuses every bad input in one message before Hydra writes its output dir.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import ConfigCompositionException, OverrideParseException
+from hydra.errors import ConfigCompositionException, HydraException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 
 UNKNOWN_KEY = re.compile(r"Could not override '([^']+)'|Key '[^']+' is not in struct\s+full_key: (\S+)")
@@ -70,21 +72,59 @@ def one_value_each(overrides: list[str]) -> list[str]:
     return out
 
 
+def one_line(text: str) -> str:
+    """A multi-line Hydra error as one line: its lines joined by "; ", the items listed under a line that ends
+    with ":" (Hydra's "Available options in 'attention':") joined by ", "."""
+    parts: list[str] = []
+    listing = False
+    for line in (raw.strip() for raw in text.splitlines()):
+        if line.startswith("Config search path"):  # Hydra's search path: noise to a user
+            break
+        if not line:
+            continue
+        if not parts:
+            parts.append(line)
+        elif listing and not line.endswith(":"):
+            parts.append((" " if parts[-1].endswith(":") else ", ") + line)
+        else:
+            parts.append("; " + line)
+        listing = listing or line.endswith(":")
+    return "".join(parts)
+
+
+def compose_job(overrides: list[str], compose: Composer, groups: tuple[str, ...] = ()
+                ) -> tuple[DictConfig | None, str | None]:
+    """Like :func:`compose_checked`, and any other composition error (Hydra's: an unknown group option, an
+    override that does not parse; or another) as ``(None, its message on one line)``."""
+    cfg, message, err = _compose(overrides, compose, groups)
+    if err is not None and message is None:
+        override = getattr(err, "override", None)  # OverrideParseException names the override apart
+        text = str(err) if isinstance(err, HydraException) else f"{type(err).__name__}: {err}"
+        message = one_line(f"override {override!r}: {text}" if override else text)
+    return cfg, message
+
+
 def compose_checked(overrides: list[str], compose: Composer, groups: tuple[str, ...] = ()
                     ) -> tuple[DictConfig | None, str | None]:
     """Compose ``overrides`` once (a sweep on its first values): ``(config, None)``; ``(None, message)`` when Hydra
     names an unknown key (the message: the key, the closest valid keys, ``groups`` being the config group names,
     and how to add a new key); ``(None, None)`` on any other failure, which Hydra reports itself."""
+    return _compose(overrides, compose, groups)[:2]
+
+
+def _compose(overrides: list[str], compose: Composer, groups: tuple[str, ...]
+             ) -> tuple[DictConfig | None, str | None, Exception | None]:
+    """(config, unknown-key message, the composition error) of :func:`compose_checked`."""
     overrides = [o for o in overrides if "=" in o and not o.startswith("-")]  # not hydra's flags (-m, -cn x)
     single = one_value_each(overrides)
     try:
-        return compose(single), None
+        return compose(single), None, None
     except Exception as err:  # noqa: BLE001 -- only Hydra's unknown-key refusal is ours to explain
         if not isinstance(err, ConfigCompositionException):
-            return None, None
+            return None, None, err
         match = UNKNOWN_KEY.search(str(err)) or UNKNOWN_KEY.search(str(err.__cause__ or ""))
         if match is None:
-            return None, None
+            return None, None, err
         key = match.group(1) or match.group(2)
     rest = [o for o in single if o.split("=", 1)[0].lstrip("+~") != key]
     try:
@@ -95,8 +135,8 @@ def compose_checked(overrides: list[str], compose: Composer, groups: tuple[str, 
     add = f"; to add it as a new key: +{hint[0]}" if hint else ""
     close = closest_keys(key, cfg, groups=groups) if cfg is not None else []
     if close:
-        return None, f"unknown config key '{key}': did you mean {' or '.join(repr(c) for c in close)}?{add}"
-    return None, f"unknown config key '{key}' (no valid key is close to it){add}"
+        return None, f"unknown config key '{key}': did you mean {' or '.join(repr(c) for c in close)}?{add}", None
+    return None, f"unknown config key '{key}' (no valid key is close to it){add}", None
 
 
 def unknown_key_message(overrides: list[str], compose: Composer, groups: tuple[str, ...] = ()) -> str | None:

@@ -10,15 +10,25 @@ it sits (``model.d_model``, ``model.attention.n_heads``, ``data.batch_size``, ..
 The rules are by leaf name because the framework's config groups share a vocabulary: a dimension is
 ``d_*``, a count is ``n_*``; names with no rule here are left to the component that reads them. ``null`` is
 accepted wherever a rule allows "unset" (``max_len: null`` = no cap).
+
+A few rules read several keys: the seed must fit the RNGs it seeds (``seed=4294967296`` used to fail inside
+``seed_everything``); a run must train at least one step (``trainer.max_epochs=0`` trained nothing and recorded
+the untrained model's metrics as ``ok``); and the model's classes declare what fits together
+(:mod:`oscrepro.utils.contracts`: mechanism <-> backbone, each mechanism's shape rules such as ``d_model``
+divisible by ``n_heads``).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import typing
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig
+
+from oscrepro.utils.contracts import model_problems
 
 
 class ConfigError(ValueError):
@@ -39,6 +49,7 @@ POS_INT: Rule = (lambda v: _is_int(v) and v >= 1, "an integer >= 1", False)
 POS_INT_OR_NULL: Rule = (POS_INT[0], "an integer >= 1 or null", True)
 NONNEG_INT: Rule = (lambda v: _is_int(v) and v >= 0, "an integer >= 0", False)
 EPOCHS: Rule = (lambda v: _is_int(v) and v >= -1, "an integer >= -1 (-1: no limit)", True)
+STEPS: Rule = (lambda v: _is_int(v) and (v >= 1 or v == -1), "an integer >= 1, or -1 (no limit)", True)
 POS_FLOAT: Rule = (lambda v: _is_num(v) and v > 0, "a finite number > 0", False)
 NONNEG_FLOAT_OR_NULL: Rule = (lambda v: _is_num(v) and v >= 0, "a finite number >= 0 or null", True)
 PROBABILITY: Rule = (lambda v: _is_num(v) and 0 <= v < 1, "a number in [0, 1)", False)
@@ -53,7 +64,7 @@ RULES: dict[str, Rule] = {
     # counts that may be zero
     "n_steps": NONNEG_INT, "num_workers": NONNEG_INT, "warmup_steps": NONNEG_INT,
     # training length and optimisation
-    "max_epochs": EPOCHS, "max_steps": EPOCHS, "lr": POS_FLOAT, "weight_decay": NONNEG_FLOAT_OR_NULL,
+    "max_epochs": EPOCHS, "max_steps": STEPS, "lr": POS_FLOAT, "weight_decay": NONNEG_FLOAT_OR_NULL,
     "gradient_clip_val": NONNEG_FLOAT_OR_NULL, "dropout": PROBABILITY, "attn_dropout": PROBABILITY,
 }
 
@@ -74,12 +85,50 @@ def _leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, str, Any]]:
                 yield from _leaves(value, f"{prefix}{i}.")
 
 
+SEED_MAX = 2**32 - 1  # numpy's legacy seeding (and so Lightning's seed_everything) takes [0, 2**32 - 1]
+
+
+def training_length_problems(trainer: Any) -> list[str]:
+    """A run trains at least one step: ``trainer.max_epochs`` >= 1, or -1 / null with a positive
+    ``trainer.max_steps`` (Lightning stops at whichever limit comes first; 0 of either trains nothing), and
+    ``trainer.limit_train_batches`` is not 0."""
+    if not isinstance(trainer, DictConfig):
+        return []
+    epochs, steps = trainer.get("max_epochs"), trainer.get("max_steps")
+    problems = []
+    if _is_int(epochs) and epochs == 0:
+        problems.append("trainer.max_epochs=0: trains nothing; must be >= 1 (or -1 with a positive trainer.max_steps)")
+    elif (epochs is None or epochs == -1) and not (_is_int(steps) and steps >= 1):
+        problems.append(f"trainer.max_epochs={epochs!r} with trainer.max_steps={steps!r}: no limit on training; set "
+                        f"trainer.max_epochs >= 1 or a positive trainer.max_steps")
+    limit = trainer.get("limit_train_batches")
+    if _is_num(limit) and limit == 0:
+        problems.append(f"trainer.limit_train_batches={limit!r}: trains nothing; must be > 0 (or null: every batch)")
+    precision = trainer.get("precision")
+    if precision is not None and precision not in lightning_precisions():
+        problems.append(f"trainer.precision={precision!r}: must be one of Lightning's precisions: "
+                        + ", ".join(map(str, lightning_precisions())))
+    return problems
+
+
+@functools.cache
+def lightning_precisions() -> tuple[int | str, ...]:
+    """The values Lightning's ``Trainer(precision=...)`` accepts, read from its own type (``_PRECISION_INPUT``, a
+    union of literals), so that a new Lightning precision is accepted here without an edit."""
+    from lightning.fabric.connector import _PRECISION_INPUT
+
+    def flat(t: Any) -> list[Any]:
+        return [v for a in typing.get_args(t) for v in (flat(a) if typing.get_args(a) else [a])]
+
+    return tuple(flat(_PRECISION_INPUT))
+
+
 def config_problems(cfg: DictConfig) -> list[str]:
     """Every value that breaks a rule, as ``key=value: must be ...`` lines (empty when the config is valid)."""
     problems = []
     seed = cfg.get("seed")
-    if not (_is_int(seed) and seed >= 0):
-        problems.append(f"seed={seed!r}: must be an integer >= 0 (it names the run and seeds every RNG)")
+    if not (_is_int(seed) and 0 <= seed <= SEED_MAX):
+        problems.append(f"seed={seed!r}: must be an integer in [0, {SEED_MAX}] (it names the run and seeds every RNG)")
     sel = cfg.get("select")
     if sel is not None and not (isinstance(sel, DictConfig) and str(sel.get("monitor", "")).startswith("val/")
                                 and sel.get("mode") in ("min", "max")):
@@ -94,7 +143,18 @@ def config_problems(cfg: DictConfig) -> list[str]:
             continue
         if value is None or not check(value):
             problems.append(f"{key}={value!r}: must be {allowed}")
+    # the rules below read several values: each group only once its leaves are valid
+    if not any(p.startswith("trainer.") for p in problems):
+        problems += training_length_problems(cfg.get("trainer"))
+    if not any(p.startswith("model.") for p in problems):
+        problems += model_problems(cfg)
     return problems
+
+
+def invalid_config_message(problems: list[str], context: str = "") -> str:
+    """The one message of :func:`validate_config`: one line for one problem, else a line per problem."""
+    head = f"{context}{': ' if context else ''}invalid config, nothing was run or written"
+    return f"{head}: {problems[0]}" if len(problems) == 1 else f"{head}:\n  " + "\n  ".join(problems)
 
 
 def validate_config(cfg: DictConfig, context: str = "") -> None:
@@ -102,6 +162,5 @@ def validate_config(cfg: DictConfig, context: str = "") -> None:
     ``context`` (e.g. a table cell) prefixes the message."""
     problems = config_problems(cfg)
     if problems:
-        raise ConfigError(f"{context}{': ' if context else ''}invalid config, nothing was run or written:\n  "
-                          + "\n  ".join(problems))
+        raise ConfigError(invalid_config_message(problems, context))
 

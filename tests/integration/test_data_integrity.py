@@ -70,7 +70,7 @@ def test_the_cli_says_it_in_one_message(wikitext_copy, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "oscrepro.train", *RUN, f"paths.data_dir={wikitext_copy.parent}",
                            f"paths.results_dir={tmp_path / 'r'}"], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
-    assert proc.returncode == 1 and proc.stderr.strip().startswith("dataset file")
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("dataset file")  # refused input: exit 2
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "r" / "runs").exists()
 

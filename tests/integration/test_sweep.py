@@ -1,4 +1,4 @@
-"""Hydra multirun end to end: a 2-seed sweep in which one job diverges still finishes every job."""
+"""Hydra multirun end to end: a 2-seed sweep in which one job diverges still finishes every job (and says so)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ def test_multirun_with_diverging_job_completes(tmp_path):
            "trainer.enable_progress_bar=false", f"paths.results_dir={tmp_path}", "seed=0,1",
            "task.debug_nan_step=null,2"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
     statuses = sorted(json.loads(p.read_text())["status"] for p in (tmp_path / "runs").rglob("status.json"))
     assert statuses == ["diverged", "diverged", "ok", "ok"]
+    # not every job ok: exit 1 and one summary line (issue 31; the sweep used to exit 0)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("multirun: 4 job(s): 2 ok, 0 failed, 2 diverged; not ok: ")
 
 
 def _sweep(results: Path, launcher: str) -> subprocess.CompletedProcess:

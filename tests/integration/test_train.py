@@ -10,6 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from oscrepro.train import train
 from oscrepro.utils.run_record import run_dir as run_dir_for
 
@@ -204,19 +206,21 @@ class _CodeRunningPayload:
 
 
 def test_a_checkpoint_that_would_run_code_is_refused_and_nothing_runs(compose, results_dir, tmp_path):
-    """A last.ckpt carrying a code-running pickle in an unfinished run's directory: the rerun refuses it with a
-    message naming the file, records the run as failed, and the payload never executes."""
+    """A last.ckpt carrying a code-running pickle in an unfinished run's directory: the rerun refuses it with one
+    message naming the file, before anything is written (no record), and the payload never executes."""
     import torch
+
+    from oscrepro.utils.resume import CheckpointOwnerError
 
     cfg = compose(SMOKE + [f"paths.results_dir={results_dir}"])
     ckpt = _record(cfg) / "checkpoints" / "last.ckpt"
     ckpt.parent.mkdir(parents=True)
     marker = tmp_path / "payload_ran"
     torch.save({"epoch": 0, "state_dict": {}, "x": _CodeRunningPayload(marker)}, ckpt)
-    result = train(cfg)
-    assert result["status"] == "failed"
-    reason = json.dumps(json.loads((_record(cfg) / "status.json").read_text()))
-    assert "refused" in reason and "last.ckpt" in reason and "weights_only" in reason
+    with pytest.raises(CheckpointOwnerError, match=r"refused.*weights_only") as err:
+        train(cfg)
+    assert "last.ckpt" in str(err.value) and "\n" not in str(err.value)
+    assert not (_record(cfg) / "status.json").exists() and not (_record(cfg) / "metrics.json").exists()
     assert not marker.exists(), "the checkpoint's payload ran"
     # the same file under the old, unsafe load would have run it: the test's payload is real
     torch.load(ckpt, weights_only=False)

@@ -37,9 +37,11 @@ import torch
 from omegaconf import OmegaConf
 
 from oscrepro.data.base import model_dims
+from oscrepro.tables.compose import path_override
 from oscrepro.tables.launch import finished_runs
 from oscrepro.tables.recover import recovered_note
 from oscrepro.tables.runs import MissingRunsError, RunRequest, load_run
+from oscrepro.tables.values import SeedStat
 from oscrepro.utils.run_record import RunRecord
 
 
@@ -88,8 +90,8 @@ def phase_frequency_map(model: torch.nn.Module, omegas: np.ndarray, phases: np.n
 
 
 def _requests(name: str, budget: str, results_dir: Path, experiment: str, seeds: int) -> list[RunRequest]:
-    base = [f"experiment={experiment}", f"budget={budget}", f"table_name={name}", f"paths.results_dir={results_dir}",
-            "trainer.enable_progress_bar=false"]
+    base = [f"experiment={experiment}", f"budget={budget}", f"table_name={name}",
+            path_override("paths.results_dir", results_dir), "trainer.enable_progress_bar=false"]
     return [RunRequest.compose([*base, f"seed={s}"]) for s in range(seeds)]
 
 
@@ -106,11 +108,6 @@ def collect(name: str, budget: str, results_dir: Path, experiment: str, seeds: i
     if not runs:
         raise MissingRunsError(f"{name}: no finished run at budget={budget} (all diverged)")
     return runs, notes
-
-
-def _fmt_seeds(values: list[float], digits: int) -> str:
-    v = np.asarray(values, dtype=float)
-    return f"{v.mean():.{digits}f}" + (f" ± {v.std(ddof=1):.{digits}f}" if len(v) > 1 else "") + f" (n={len(v)})"
 
 
 def osciformer_fig3_resonance(out_dir: Path, budget: str, results_dir: Path, name: str, experiment: str,
@@ -159,7 +156,8 @@ def osciformer_fig3_resonance(out_dir: Path, budget: str, results_dir: Path, nam
 
     columns = ["Row", "Test acc. (%)", "ω₀ (rad/s)", "γ", "argmax_ω α_max (rad/s)", "corr(|H|, α_max)",
                "query weight", "Paper"]
-    rows = [{"Row": f"model ({len(runs)} seed{'s' * (len(runs) > 1)})", "Test acc. (%)": _fmt_seeds(accs, 2),
+    rows = [{"Row": f"model ({len(runs)} seed{'s' * (len(runs) > 1)})",
+             "Test acc. (%)": SeedStat.of(accs, 2, show_n=True),
              "ω₀ (rad/s)": "—", "γ": "—", "argmax_ω α_max (rad/s)": "—", "corr(|H|, α_max)": "—",
              "query weight": "—", "Paper": "no number (App. E.2 shows curves only)"}]
     rows += [{"Row": f"key channel {c}", "Test acc. (%)": "—", "ω₀ (rad/s)": f"{params['omega_k'][c]:.3f}",

@@ -82,6 +82,16 @@ def _speech(tmp: Path) -> SpeechCommandsDataModule:
     return SpeechCommandsDataModule(data_dir=str(tmp / "data"), cache_dir=str(tmp / "cache"), batch_size=4)
 
 
+def _glue(tmp: Path) -> GLUEDataModule:
+    """The committed SST-2 fixture and the shared GPT-2 tokenizer in one data dir: an explicit data_dir is the only
+    root searched (oscrepro.data.paths), so it must hold both."""
+    root = tmp / "glue_data"
+    root.mkdir()
+    (root / "glue_sst2").symlink_to(FIXTURES / "glue" / "glue_sst2")
+    (root / "gpt2_tokenizer").symlink_to(require_shared("gpt2_tokenizer"))
+    return GLUEDataModule("sst2", data_dir=str(root), batch_size=4)
+
+
 def _shared(name: str, marker: str, build: Callable[[], L.LightningDataModule]) -> Callable[[Path], DataModule]:
     def make(_tmp: Path) -> DataModule:
         require_shared(name, marker)
@@ -112,9 +122,7 @@ CASES = {
         lambda _: (require_shared("gpt2_tokenizer"), require_shared("openwebtext_sample"),
                    BPELMDataModule("openwebtext", standin="openwebtext_sample", seq_len=32, batch_size=2,
                                    max_train_tokens=2_000))[-1], "lm", ("stand-in",)),
-    "glue_sst2_fixture": Case(lambda _: (require_shared("gpt2_tokenizer"),
-                                         GLUEDataModule("sst2", data_dir=str(FIXTURES / "glue"), batch_size=4))[-1],
-                              "classifier"),
+    "glue_sst2_fixture": Case(lambda tmp: _glue(tmp), "classifier"),
     "xor_event": Case(lambda _: XORDataModule("event", n_train=64, n_val=16, n_test=16, batch_size=8), "irregular"),
     "xor_dense": Case(lambda _: XORDataModule("dense", n_train=64, n_val=16, n_test=16, batch_size=8), "irregular"),
     "resonance": Case(lambda _: ResonanceDataModule(n_train=64, n_val=16, n_test=16, batch_size=8), "irregular"),

@@ -52,13 +52,20 @@ def test_find_dataset_marker_skips_incomplete_folders(fake_layout: dict[str, Pat
     r = fake_layout
     (r["explicit"] / "ds" / "marker.txt").unlink()
     assert find_dataset("ds", str(r["explicit"])) == r["explicit"] / "ds"  # no marker asked: folder counts
-    assert find_dataset("ds", str(r["explicit"]), marker="marker.txt") == r["env"] / "ds"
-    assert find_dataset("ds", str(r["explicit"]), marker="absent.bin") is None
+    # an explicit root is authoritative: its incomplete copy is not passed over for another root's
+    assert find_dataset("ds", str(r["explicit"]), marker="marker.txt") is None
+    (r["env"] / "ds" / "marker.txt").unlink()  # between the default roots an incomplete folder is skipped
+    assert find_dataset("ds", marker="marker.txt") == r["repo"] / "ds"
+    assert find_dataset("ds", marker="absent.bin") is None
 
 
 def test_search_roots_and_download_root(fake_layout: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     r = fake_layout
-    assert paths.search_roots(str(r["explicit"])) == [r["explicit"], r["env"], r["repo"], r["shared"]]
+    assert paths.search_roots(str(r["explicit"])) == [r["explicit"]]  # explicit: the only root searched
+    assert paths.search_roots(None) == [r["env"], r["repo"], r["shared"]]
+    # paths.data_dir defaults to $OSCREPRO_DATA_DIR (conf/paths/default.yaml): that echo is the default order
+    assert paths.search_roots(str(r["env"]) + "/") == [r["env"], r["repo"], r["shared"]]
+    assert paths.download_root(str(r["explicit"])) == r["explicit"]
     assert paths.download_root(None) == r["env"]
     monkeypatch.delenv(paths.DATA_DIR_ENV)
     assert paths.download_root(None) == r["repo"]
@@ -141,6 +148,7 @@ def test_fingerprint_digest_cache_avoids_rehashing(tmp_path: Path, monkeypatch: 
         return real(p)
 
     monkeypatch.setattr(fp, "file_sha256", counting)
+    monkeypatch.setattr(fp, "RACY_NS", 0)  # the files were just written: cache them anyway (racy rule tested below)
     f0 = fp.fingerprint_files(files, cache_override=cache)
     assert len(calls) == 3
     fp._memory.clear()  # simulate a new process: only the on-disk cache is left
@@ -150,6 +158,22 @@ def test_fingerprint_digest_cache_avoids_rehashing(tmp_path: Path, monkeypatch: 
     os.utime(files[2], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # touched -> rehashed, same digest
     assert fp.fingerprint_files(files, cache_override=cache) == f0
     assert len(calls) == 4
+
+
+def test_a_just_written_file_is_not_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Racy rule: a file changed less than RACY_NS before it was read may change again within the same timestamp
+    tick (same key), so its digest is used once and not cached; the next run reads it again."""
+    files = _corpus(tmp_path / "a")
+    calls: list[Path] = []
+    real = fp.file_sha256
+    monkeypatch.setattr(fp, "file_sha256", lambda p: calls.append(p) or real(p))
+    f0 = fp.fingerprint_files(files, cache_override=tmp_path / "c")
+    assert fp.fingerprint_files(files, cache_override=tmp_path / "c") == f0
+    assert len(calls) == 6  # hashed twice: nothing cached while the files are fresh
+    monkeypatch.setattr(fp, "RACY_NS", 0)  # as if the files were older than the window
+    fp.fingerprint_files(files, cache_override=tmp_path / "c")
+    fp.fingerprint_files(files, cache_override=tmp_path / "c")
+    assert len(calls) == 9  # hashed once more, then cached
 
 
 def test_fingerprint_params_distinguishes_values() -> None:

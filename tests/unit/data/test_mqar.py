@@ -89,3 +89,33 @@ def test_data_module_batches_and_dims() -> None:
 def test_impossible_settings_are_refused(kw: dict) -> None:
     with pytest.raises(ValueError):
         _gen(4, **kw)
+
+
+def test_impossible_settings_are_refused_at_construction_in_one_message() -> None:
+    """The data module checks its setting when constructed (before any generation, so a run is refused, not
+    failed): one ConfigError naming every bad key and how to fix it."""
+    from oscrepro.utils.validate import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        MQARDataModule(vocab_size=64, seq_len=130, n_kv_pairs=40)  # too short for 40 pairs, and too few keys
+    msg = str(err.value)
+    assert "\n" not in msg and "data.seq_len=130: must be even and >= 4 * data.n_kv_pairs = 160" in msg
+    assert "data.n_kv_pairs=40: needs 40 distinct keys, but data.vocab_size=64 has 31" in msg
+    assert "raise data.vocab_size to >= 82" in msg
+
+
+def test_vocab_not_above_seq_len_is_accepted_as_the_paper_sets_it() -> None:
+    """Zoology asserts vocab_size > seq_len; coupledqk's hard setting (vocab 64, T 256, 16 pairs) breaks it and is
+    accepted here on purpose (module docstring): the sequences keep their structure (distinct keys in 1..31,
+    values in 32..63, 16 labelled queries each answering its key)."""
+    x, y = generate_mqar(64, vocab_size=64, seq_len=256, n_kv_pairs=16, power_a=0.01, random_non_queries=True,
+                         rng=np.random.default_rng(0))
+    assert x.shape == (64, 256) and int(x.max()) < 64
+    keys, values = x[:, 0:32:2], x[:, 1:32:2]
+    assert all(len(set(row)) == 16 for row in keys.tolist()) and ((keys >= 1) & (keys <= 31)).all()
+    assert ((values >= 32) & (values <= 63)).all()
+    assert ((y != IGNORE).sum(axis=1) == 16).all()
+    for row in range(64):  # each labelled position holds a context key and is labelled with that key's value
+        pairs = dict(zip(keys[row].tolist(), values[row].tolist(), strict=True))
+        for pos in np.flatnonzero(y[row] != IGNORE):
+            assert pairs[int(x[row, pos])] == int(y[row, pos])

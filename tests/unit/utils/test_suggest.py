@@ -45,7 +45,7 @@ def test_entry_points_refuse_before_writing(cli, tmp_path):
                                                                                         str(tmp_path / "r")]
     proc = subprocess.run([sys.executable, "-m", *cli, *where, "trainer.max_epoch=3"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1 and "did you mean 'trainer.max_epochs'?" in proc.stderr
+    assert proc.returncode == 2 and "did you mean 'trainer.max_epochs'?" in proc.stderr  # bad input: exit 2
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "r").exists()
 
@@ -55,6 +55,6 @@ def test_cli_refuses_bad_values_before_hydra_writes_its_output_dir(bad, tmp_path
     proc = subprocess.run([sys.executable, "-m", "oscrepro.train", "experiment=fqo/sva", "budget=smoke", bad,
                            f"paths.results_dir={tmp_path / 'r'}"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
-    assert proc.returncode == 1 and proc.stderr.startswith("invalid config, nothing was run or written")
+    assert proc.returncode == 2 and proc.stderr.startswith("invalid config, nothing was run or written")
     assert bad.split("=")[0] in proc.stderr
     assert not (tmp_path / "r").exists()  # not even Hydra's output dir

@@ -14,10 +14,11 @@ from oscrepro.utils.validate import ConfigError, config_problems
 
 SMOKE = ["experiment=fqo/sva", "budget=smoke", "trainer.enable_progress_bar=false"]
 BAD = [
-    ("seed=abc", "seed='abc': must be an integer >= 0"),
-    ("seed=1.5", "seed=1.5: must be an integer >= 0"),
-    ("seed=true", "seed=True: must be an integer >= 0"),
-    ("seed=-1", "seed=-1: must be an integer >= 0"),
+    ("seed=abc", "seed='abc': must be an integer in [0, 4294967295]"),
+    ("seed=1.5", "seed=1.5: must be an integer in [0, 4294967295]"),
+    ("seed=true", "seed=True: must be an integer in [0, 4294967295]"),
+    ("seed=-1", "seed=-1: must be an integer in [0, 4294967295]"),
+    ("seed=4294967296", "seed=4294967296: must be an integer in [0, 4294967295]"),  # numpy's seed range
     ("model.d_model=-4", "model.d_model=-4: must be an integer >= 1 or null"),
     ("data.batch_size=0", "data.batch_size=0: must be an integer >= 1"),
     ("data.n_train=-5", "data.n_train=-5: must be an integer >= 1"),
