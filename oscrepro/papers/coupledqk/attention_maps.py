@@ -34,6 +34,7 @@ from omegaconf import OmegaConf
 from torch import Tensor, nn
 
 from oscrepro.tables.runs import MissingRunsError, load_run, source_runs
+from oscrepro.tables.values import SeedStat
 
 
 # ------------------------------------------------------------------------------------------------ reductions
@@ -130,14 +131,6 @@ def variant_profiles(name: str, source: str, budget: str, results_dir: Path, var
     return out, runs, notes
 
 
-def seed_text(values: list[float], digits: int) -> str:
-    """'mean ± std' over seeds (sample std; the mean alone for one seed)."""
-    v = np.asarray(values, dtype=float)
-    if len(v) == 1:
-        return f"{v[0]:.{digits}f}"
-    return f"{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}"
-
-
 def _layer_names(profiles: dict[str, list[AttentionProfile]], attr: str) -> list[str]:
     return [f"L{i}" for i in range(max(len(getattr(p, attr)) for ps in profiles.values() for p in ps))]
 
@@ -174,9 +167,9 @@ def coupledqk_table12(out_dir: Path, budget: str, results_dir: Path, name: str, 
         ours = {"Attention": label, "Values": f"ours ({len(ps)} seed{'s' * (len(ps) > 1)})"}
         for i, col in enumerate(layers):
             vals = _per_layer(ps, "effective_rank", i)
-            ours[col] = seed_text(vals, 1) if vals else "—"
-        ours["Mean"] = seed_text([float(p.effective_rank.mean()) for p in ps], 1)
-        ours["σ1/Σσ"] = seed_text([float(p.top1_ratio.mean()) for p in ps], 3)
+            ours[col] = SeedStat.of(vals, 1)  # 'mean ± std' over seeds in the .md, numbers in the csv
+        ours["Mean"] = SeedStat.of([float(p.effective_rank.mean()) for p in ps], 1)
+        ours["σ1/Σσ"] = SeedStat.of([float(p.top1_ratio.mean()) for p in ps], 3)
         rows.append(ours)
         ref = paper.get(label)
         if ref:
@@ -232,9 +225,9 @@ def coupledqk_fig3(out_dir: Path, budget: str, results_dir: Path, name: str, sou
         row: dict[str, Any] = {"Attention": label}
         for i, col in enumerate(layers):
             vals = _per_layer(ps, "entropy", i)
-            row[col] = seed_text(vals, 2) if vals else "—"
+            row[col] = SeedStat.of(vals, 2)
         mean = np.mean([p.entropy for p in ps], axis=0)
-        row["Mean"] = seed_text([float(p.entropy.mean()) for p in ps], 2)
+        row["Mean"] = SeedStat.of([float(p.entropy.mean()) for p in ps], 2)
         row["Lowest layer (ours)"] = f"L{int(mean.argmin())} ({mean.min():.2f})"
         ref = paper["dip"].get(label)
         row[dip_col] = "—" if ref is None else f"{ref:.2f}"

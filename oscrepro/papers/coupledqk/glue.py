@@ -29,9 +29,11 @@ from omegaconf import OmegaConf
 
 from oscrepro.data.integrity import instantiate_data
 from oscrepro.data.paths import DatasetNotFoundError
+from oscrepro.tables.compose import path_override
 from oscrepro.tables.launch import Progress, launch
 from oscrepro.tables.runs import RunRequest, find_record, source_runs
 from oscrepro.tables.spec import SpecError, load_spec
+from oscrepro.tables.values import SeedStat
 from oscrepro.utils.run_record import RunRecord
 
 MECHANISM_KEYS = ("attention", "model.attention.")  # override keys that pick or configure the mechanism
@@ -91,7 +93,7 @@ def plan_finetuning(name: str, source: str, budget: str, results_dir: Path, expe
                 continue
             base = [f"experiment={experiment}", f"budget={budget}", f"table_name={name}",
                     *mechanism_overrides(row_overrides[row]), *task.get("overrides", []),
-                    f"model.pretrained_run={lm}", f"paths.results_dir={results_dir}",
+                    f"model.pretrained_run={lm}", path_override("paths.results_dir", results_dir),
                     "trainer.enable_progress_bar=false"]
             reqs = [RunRequest.compose([*base, f"seed={s}"]) for s in range(n_seeds)]
             _check_mechanism(reqs[0].cfg, lm, row)
@@ -132,12 +134,10 @@ def _cell(reqs: list[RunRequest], metric: str) -> tuple[list[float], dict[str, i
     return values, flags
 
 
-def _text(values: list[float], flags: dict[str, int], scale: float = 100.0) -> tuple[str, float]:
+def _stat(values: list[float], flags: dict[str, int], scale: float = 100.0) -> SeedStat:
+    """The cell over fine-tuning seeds: '72.7 ± 0.8 (n=3)' (+ ' [diverged 1]') in the .md, numbers in the csv."""
     v = scale * np.asarray(values, dtype=float)
-    mean = float(v.mean()) if len(v) else float("nan")
-    text = "—" if not len(v) else f"{mean:.1f}" + (f" ± {v.std(ddof=1):.1f}" if len(v) > 1 else "") + f" (n={len(v)})"
-    bad = [f"{k} {n}" for k, n in flags.items() if n]
-    return text + (f" [{', '.join(bad)}]" if bad else ""), mean
+    return SeedStat.of(v, 1, show_n=True, flags=[f"{k} {n}" for k, n in flags.items() if n])
 
 
 def coupledqk_table7(out_dir: Path, budget: str, results_dir: Path, name: str, source: str, experiment: str,
@@ -167,9 +167,9 @@ def coupledqk_table7(out_dir: Path, budget: str, results_dir: Path, name: str, s
             if (row, t) in plan.not_run:
                 line[f"{t} (ours)"], line[f"{t} Δ"] = f"not run: {plan.not_run[(row, t)]}", "—"
                 continue
-            text, mean = _text(*_cell(plan.requests[(row, t)], metric))
-            line[f"{t} (ours)"] = text
-            line[f"{t} Δ"] = "—" if p is None or np.isnan(mean) else f"{mean - p[0]:+.1f}"
+            stat = _stat(*_cell(plan.requests[(row, t)], metric))
+            line[f"{t} (ours)"] = stat
+            line[f"{t} Δ"] = "—" if p is None or np.isnan(stat.mean) else f"{stat.mean - p[0]:+.1f}"
         out.append(line)
 
     notes = [*plan.notes,

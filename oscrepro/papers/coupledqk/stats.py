@@ -5,6 +5,11 @@ The engine calls a post hook as ``fn(spec=, cells=, out_dir=, budget=, results_d
 the spec's ``post:`` block without ``_target_``, and ``cells[(row index, column name)]`` is an aggregated
 :class:`~oscrepro.tables.aggregate.Cell` whose ``values`` are the finished seeds' metric values in seed order. A
 hook returns note lines for the rendered table's header.
+
+Every verdict word in those notes ("holds", "contradicted", "inconclusive") comes from the claims engine
+(:mod:`oscrepro.claims.verdict`, the rules CLAIMS.md uses), never from a point comparison here: a header that said
+"holds (p = 0.082)" where the scoreboard says inconclusive was two verdict systems disagreeing. The hooks' own
+numbers (means, stds, t, dof, p) are unchanged.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from oscrepro.claims import verdict as V
 from oscrepro.tables.aggregate import Cell
 from oscrepro.tables.spec import TableSpec
 
@@ -108,12 +114,9 @@ def ttest_notes(spec: TableSpec, cells: dict[tuple[int, str], Cell], out_dir: Pa
         res = ttest_from_stats(paper["a"], paper["b"])
         (m1, s1, n1), (m2, s2, n2) = paper["a"], paper["b"]
         bound = paper.get("p_below")
-        verdict = "" if bound is None else (
-            f" The paper's \"p < {bound:g}\" " + ("follows from its numbers under both tests." if
-                                                  all(r["p"] < bound for r in res.values()) else
-                                                  "does NOT follow from its numbers under both tests."))
+        stated = "" if bound is None else f" The paper states p < {bound:g}."
         notes.append(f"**The paper's test from its summary statistics** (Sec. 3.1: {a} {m1} ± {s1}, n {int(n1)}; "
-                     f"{b} {m2} ± {s2}, n {int(n2)}): {_tests_text(res)}.{verdict}")
+                     f"{b} {m2} ± {s2}, n {int(n2)}): {_tests_text(res)}.{stated}")
     return notes
 
 
@@ -145,6 +148,12 @@ def _mean_std(vals: list[float]) -> tuple[float, float]:
     return float(np.mean(vals)) if vals else math.nan, float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan
 
 
+def _cell_stats(vals: list[float]) -> V.CellStats:
+    """The seeds of one cell as the claims engine reads a cell: mean, sample std (ddof 1), n."""
+    mean, std = _mean_std(vals)
+    return V.CellStats(mean, std, len(vals))
+
+
 def claim_notes(spec: TableSpec, cells: dict[tuple[int, str], Cell], out_dir: Path, budget: str,
                 results_dir: Path, column: str, below: list[list[str]], spread: dict[str, Any] | None = None
                 ) -> list[str]:
@@ -153,12 +162,15 @@ def claim_notes(spec: TableSpec, cells: dict[tuple[int, str], Cell], out_dir: Pa
     Keys of the spec's ``post:`` block:
 
     * ``column``: the column the claims are about (lower is better, e.g. perplexity);
-    * ``below``: pairs ``[lower, higher]`` of row labels: the claim is mean(lower) < mean(higher); each verdict
-      carries Welch's two-sided p of the two seed samples (``holds`` with p ≥ 0.05 is an ordering of means, not
-      a significant difference);
-    * ``spread`` (optional): ``{narrow: row, wide: row, factor: f}``: the claim std(wide) ≥ f · std(narrow).
+    * ``below``: pairs ``[lower, higher]`` of row labels: the claim is mean(lower) < mean(higher), judged by the
+      claims engine (:func:`oscrepro.claims.verdict.difference`: Welch's 95 % interval of lower − higher below 0
+      holds, above 0 contradicts, else inconclusive); the note also gives Welch's two-sided p of the two samples;
+    * ``spread`` (optional): ``{narrow: row, wide: row, factor: f}``: the paper's std(wide) ≈ f · std(narrow); the
+      verdict is the engine's :func:`oscrepro.claims.verdict.spread_ratio` on var(narrow) < var(wide) (an F
+      interval against 1: the engine has no test against f), with the std ratio and the paper's beside it.
 
-    The paper's own numbers are checked against the same claims (from the rows' ``paper`` values) as a control.
+    The paper's own numbers are printed beside ours for reference, without a verdict (the paper gives means and
+    stds, not the seeds an interval needs).
     """
     labels = [r.label for r in spec.rows]
     vals = {lab: cells[(_row(spec, lab), column)].values for lab in labels}
@@ -167,20 +179,19 @@ def claim_notes(spec: TableSpec, cells: dict[tuple[int, str], Cell], out_dir: Pa
     for lo, hi in below:
         (m_lo, _), (m_hi, _) = _mean_std(vals[lo]), _mean_std(vals[hi])
         welch = two_sample_ttest(vals[lo], vals[hi])["welch"]["p"]
-        verdict = "holds" if m_lo < m_hi else "does NOT hold"
+        verdict = V.difference(_cell_stats(vals[lo]), _cell_stats(vals[hi]), "<")
         pl, ph = paper[lo], paper[hi]
-        ref = "" if pl is None or ph is None else (
-            f"; paper {pl[0]} vs {ph[0]}, " + ("holds" if pl[0] < ph[0] else "does not hold"))
-        notes.append(f"**Claim {lo} < {hi}:** {verdict} at this budget ({m_lo:.2f} vs {m_hi:.2f}, Welch p = "
-                     f"{welch:.2g}, n {len(vals[lo])} / {len(vals[hi])}{ref}).")
+        ref = "" if pl is None or ph is None else f"; paper {pl[0]} vs {ph[0]}"
+        notes.append(f"**Claim {lo} < {hi}:** {verdict.status} at this budget ({m_lo:.2f} vs {m_hi:.2f}, Welch p = "
+                     f"{welch:.2g}, n {len(vals[lo])} / {len(vals[hi])}{ref}; claims engine: {verdict.detail}).")
     if spread:
         narrow, wide, factor = spread["narrow"], spread["wide"], float(spread["factor"])
         (_, s_n), (_, s_w) = _mean_std(vals[narrow]), _mean_std(vals[wide])
         ratio = s_w / s_n if s_n > 0 else math.inf
+        verdict = V.spread_ratio(_cell_stats(vals[narrow]), _cell_stats(vals[wide]), "<")
         pn, pw = paper[narrow], paper[wide]
         ref = "" if pn is None or pw is None else f"; paper {pw[1]} / {pn[1]} = {pw[1] / pn[1]:.1f}x"
-        notes.append(f"**Claim std({wide}) ≥ {factor:g} x std({narrow}):** "
-                     f"{'holds' if ratio >= factor else 'does NOT hold'} at this budget (std {s_w:.2f} / {s_n:.2f} "
-                     f"= {ratio:.2f}x{ref}); with {len(vals[narrow])} and {len(vals[wide])} seeds a std is itself "
-                     "uncertain by about ±50 %.")
+        notes.append(f"**Claim std({wide}) > std({narrow}) (the paper: about {factor:g} x):** {verdict.status} at "
+                     f"this budget (std {s_w:.2f} / {s_n:.2f} = {ratio:.2f}x{ref}; claims engine: {verdict.detail}); "
+                     f"with {len(vals[narrow])} and {len(vals[wide])} seeds a std is itself uncertain by about ±50 %.")
     return notes

@@ -34,6 +34,7 @@ from torch import nn
 
 from oscrepro.analysis.run_helpers import attention_modules, num_threads
 from oscrepro.tables.runs import MissingRunsError, load_run, source_runs
+from oscrepro.tables.values import SeedStat
 
 ROLES = ("k", "v")  # key and value oscillators (Sec. 6)
 
@@ -107,15 +108,10 @@ def variant_stats(name: str, budget: str, results_dir: Path, variants: list[dict
     return out, runs, notes
 
 
-def seed_text(values: list[float], digits: int) -> str:
-    """'mean ± std' over seeds (sample std; the mean alone for one seed)."""
-    v = np.asarray(values, dtype=float)
-    return f"{v[0]:.{digits}f}" if len(v) == 1 else f"{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}"
-
-
-def _ours(stats: list[DampingStats], attr: str, digits: int) -> str:
+def _ours(stats: list[DampingStats], attr: str, digits: int) -> SeedStat | str:
+    """The statistic over seeds ('mean ± std' in the .md, numbers in the csv); "—" where no run has it."""
     values = [getattr(s, attr) for s in stats]
-    return "—" if all(np.isnan(values)) else seed_text(values, digits)
+    return "—" if all(np.isnan(values)) else SeedStat.of(values, digits)
 
 
 def _protocol(stats: dict[str, list[DampingStats]], runs: dict[str, list[Path]], eps: float) -> str:

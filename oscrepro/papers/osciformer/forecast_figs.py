@@ -35,6 +35,7 @@ from oscrepro.data.resonance import forecast_amplitudes
 from oscrepro.papers.osciformer.resonance_figs import collect
 from oscrepro.tables.recover import recovered_note
 from oscrepro.tables.runs import load_run
+from oscrepro.tables.values import SeedStat
 from oscrepro.utils.run_record import RunRecord
 
 # (row label, key in the spec's ``paper`` mapping)
@@ -84,11 +85,6 @@ def replay_amplitudes(dm: Any, split_index: int, y: np.ndarray) -> np.ndarray:
     return amp
 
 
-def _fmt_seeds(values: list[float], digits: int) -> str:
-    v = np.asarray(values, dtype=float)
-    return f"{v.mean():.{digits}f}" + (f" ± {v.std(ddof=1):.{digits}f}" if len(v) > 1 else "") + f" (n={len(v)})"
-
-
 def osciformer_fig5_forecast(out_dir: Path, budget: str, results_dir: Path, name: str, experiment: str,
                              seeds: int = 3, n_omega: int = 91, n_phase: int = 36,
                              omega_range: tuple[float, float] = (1.0, 10.0), example_index: int = 0,
@@ -124,7 +120,7 @@ def osciformer_fig5_forecast(out_dir: Path, budget: str, results_dir: Path, name
         digits = 1 if key == "reduction_pct" else 3
         ref = "—" if paper.get(key) is None else f"≈ {float(paper[key]):.{min(digits, 2)}f}"
         rows.append({"Quantity": label, **{c: f"{v:.{digits}f}" for c, v in zip(seed_cols, vals, strict=True)},
-                     "Ours (mean ± std)": _fmt_seeds(vals, digits), "Paper": ref})
+                     "Ours (mean ± std)": SeedStat.of(vals, digits, show_n=True), "Paper": ref})
 
     # figures from seed 0's model
     k0 = keys[0]

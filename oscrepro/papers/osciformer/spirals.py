@@ -23,8 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from oscrepro.tables.compose import path_override
 from oscrepro.tables.launch import finished_runs
 from oscrepro.tables.runs import RunRequest, load_run
+from oscrepro.tables.values import SeedStat
 from oscrepro.tasks.regression import MODEL_KEYS
 
 TARGETS = ("interpolation", "extrapolation")
@@ -68,7 +70,8 @@ def spiral_requests(name: str, budget: str, results_dir: Path, experiment: str, 
     for mech in mechanisms:
         for target in TARGETS:
             base = [f"experiment={experiment}", f"budget={budget}", f"table_name={name}", *mech["overrides"],
-                    f"data.target={target}", f"paths.results_dir={results_dir}", "trainer.enable_progress_bar=false"]
+                    f"data.target={target}", path_override("paths.results_dir", results_dir),
+                    "trainer.enable_progress_bar=false"]
             reqs[(mech["label"], target)] = [RunRequest.compose([*base, f"seed={s}"]) for s in range(seeds)]
     return reqs
 
@@ -101,14 +104,6 @@ def collect(name: str, budget: str, results_dir: Path, experiment: str, mechanis
     return runs, notes
 
 
-def _mean_std(values: list[float], digits: int) -> str:
-    v = np.asarray(values, dtype=float)
-    if not len(v):
-        return "—"
-    text = f"{v.mean():.{digits}f}" + (f" ± {v.std(ddof=1):.{digits}f}" if len(v) > 1 else "")
-    return f"{text} (n={len(v)})"
-
-
 def osciformer_fig2_spirals(out_dir: Path, budget: str, results_dir: Path, name: str, experiment: str,
                             mechanisms: list[dict[str, Any]], seeds: int, n_examples: int = 3,
                             train_missing: bool = False, launcher: str = "inprocess", workers: int | None = None,
@@ -133,7 +128,7 @@ def osciformer_fig2_spirals(out_dir: Path, budget: str, results_dir: Path, name:
                 shown[key] = {k: v[:n_examples] for k, v in res.items()}
                 units = (np.asarray(dm.data_min), np.asarray(dm.data_range))
     columns = ["Mechanism", "Interpolation RMSE", "Extrapolation RMSE"]
-    rows = [{"Mechanism": m["label"], **{f"{t.capitalize()} RMSE": _mean_std(rmse[(m["label"], t)], 3)
+    rows = [{"Mechanism": m["label"], **{f"{t.capitalize()} RMSE": SeedStat.of(rmse[(m["label"], t)], 3, show_n=True)
                                          for t in TARGETS}} for m in mechanisms]
     png = plot_spirals(shown, [m["label"] for m in mechanisms], units, Path(out_dir) / figure,
                        f"{name}, budget={budget}")

@@ -114,10 +114,6 @@ def test_profile_averages_every_sequence_and_head_of_every_layer() -> None:
     assert entropy_only.effective_rank is None and entropy_only.entropy == pytest.approx(prof.entropy)
 
 
-def test_seed_text_shows_the_spread() -> None:
-    assert am.seed_text([1.0, 3.0], 1) == "2.0 ± 1.4" and am.seed_text([2.5], 2) == "2.50"
-
-
 # ------------------------------------------------------------------------------------------------ adapters
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory):
@@ -132,10 +128,6 @@ def _csv(md: Path) -> list[dict[str, str]]:
     return list(csv.DictReader(open(md.with_suffix(".csv"))))
 
 
-def _mean(cell: str) -> float:
-    return float(re.match(r"[-\d.]+", cell).group())
-
-
 def test_table12_builds_from_table1_runs(results: Path) -> None:
     md = build_table("coupledqk/table12", budget="smoke", results_dir=results)  # trains the 4 source runs
     text, rows = md.read_text(), _csv(md)
@@ -143,10 +135,12 @@ def test_table12_builds_from_table1_runs(results: Path) -> None:
     assert "2 layers (the paper's model has 8" in text and "T = 32" in text
     assert [r["Values"] for r in rows] == ["ours (2 seeds)", "paper (Standard)", "ours (2 seeds)",
                                            "paper (Coupled QK)"]
-    assert list(rows[0]) == ["Attention", "Values", "L0", "L1", "Mean", "σ1/Σσ"]
-    for r in rows[::2]:
-        assert "±" in r["L0"] and 1.0 <= _mean(r["L0"]) <= 32 and 1.0 <= _mean(r["L1"]) <= 32
-        assert 1 / 32 <= _mean(r["σ1/Σσ"]) <= 1.0
+    assert list(rows[0]) == ["Attention", "Values", *(f"{c}{s}" for c in ("L0", "L1", "Mean", "σ1/Σσ")
+                                                      for s in ("", "__std", "__n"))]
+    assert re.search(r"\| Standard \| ours \(2 seeds\) \| \d+\.\d ± \d+\.\d \|", text)
+    for r in rows[::2]:  # the seed mean in the csv, its std and n beside it (the .md shows "mean ± std")
+        assert r["L0__n"] == "2" and float(r["L0__std"]) >= 0 and 1.0 <= float(r["L0"]) <= 32
+        assert 1.0 <= float(r["L1"]) <= 32 and 1 / 32 <= float(r["σ1/Σσ"]) <= 1.0
     assert rows[1]["L0"] == "—" and rows[1]["Mean"] == "113.7" and rows[3]["σ1/Σσ"] == "0.050"
     assert "Hamiltonian (coupled) vs Standard" in text and "paper: 6 of 8 layers, mean +2.2 %" in text
     assert len(list((results / "runs").rglob("status.json"))) == 4  # Standard + Hamiltonian x 2 seeds
@@ -158,7 +152,8 @@ def test_fig3_builds_a_line_per_variant(results: Path) -> None:
     assert [r["Attention"] for r in rows] == list(SOURCE_ROWS)
     ceiling = am.uniform_causal_entropy(32)
     for r in rows:
-        assert 0.0 <= _mean(r["L0"]) <= ceiling + 1e-6 and 0.0 <= _mean(r["L1"]) <= ceiling + 1e-6
+        assert 0.0 <= float(r["L0"]) <= ceiling + 1e-6 and 0.0 <= float(r["L1"]) <= ceiling + 1e-6
+        assert r["L0__n"] == r["Mean__n"] == "2"
     by = {r["Attention"]: r for r in rows}
     assert by["GQA"]["L2 paper (≈)"] == "1.65" and by["MLP-Only"]["L2 paper (≈)"] == "—"
     png = md.parent / "fig3.png"

@@ -91,19 +91,10 @@ def test_unbuilt_table_is_listed_not_dropped_and_scoreboard_counts(tree: tuple[P
     write_table(results / "toy" / "cpu" / "t.csv", {"A": (90.0, 0.2, 3), "B": (80.0, 0.2, 3), "C": (95.0, 0.2, 3)},
                 {"A": 90.1})
     (results / "toy" / "cpu" / "t.md").write_text("# toy table\n\n| A | B |\n")
-    import oscrepro.claims.__main__ as cli
-
-    cli.check_all = lambda r: check_all(r, conf)  # type: ignore[assignment]
-    cli.unchecked = lambda r: unchecked(r, conf)  # type: ignore[assignment]
-    try:
-        main(["--results-dir", str(results)])
-        main(["--results-dir", str(results)])  # the table's section is replaced, not appended again
-    finally:
-        import importlib
-
-        importlib.reload(cli)
+    main(["--results-dir", str(results), "--conf-dir", str(conf)])
+    main(["--results-dir", str(results), "--conf-dir", str(conf)])  # the section is replaced, not appended again
     text = (results / "CLAIMS.md").read_text()
-    assert "**Summary:** 4 holds, 1 contradicted, 0 inconclusive" in text
+    assert "**Summary:** empirical claims (5 judged): 4 holds, 1 contradicted, 0 inconclusive" in text
     assert "[toy/t](toy/cpu/t.md)" in text and "✅ holds" in text and "❌ contradicted" in text
     assert "4 holds, 1 contradicted, 0 inconclusive" in capsys.readouterr().out
     table_md = (results / "toy" / "cpu" / "t.md").read_text()
@@ -189,19 +180,10 @@ def test_a_variant_build_gets_its_own_verdicts_outside_the_scoreboard(tree: tupl
     got = {c.claim.id: c.verdict.status for c in check_variants(results, conf)}
     assert got["a-above-b"] == "contradicted" and got["b-above-a"] == "holds"
     assert all(c.variant == "anneal" for c in check_variants(results, conf))
-    import oscrepro.claims.__main__ as cli
-
-    cli.check_all = lambda r: check_all(r, conf)  # type: ignore[assignment]
-    cli.unchecked = lambda r: unchecked(r, conf)  # type: ignore[assignment]
-    cli.check_variants = lambda r: check_variants(r, conf)  # type: ignore[assignment]
-    try:
-        main(["--results-dir", str(results)])
-        main(["--results-dir", str(results)])
-    finally:
-        import importlib
-
-        importlib.reload(cli)
-    assert "**Summary:** 4 holds, 1 contradicted, 0 inconclusive" in (results / "CLAIMS.md").read_text()
+    main(["--results-dir", str(results), "--conf-dir", str(conf)])
+    main(["--results-dir", str(results), "--conf-dir", str(conf)])
+    assert ("**Summary:** empirical claims (5 judged): 4 holds, 1 contradicted, 0 inconclusive"
+            in (results / "CLAIMS.md").read_text())
     assert "anneal" not in (results / "CLAIMS.md").read_text()
     variant_md = (results / "toy" / "cpu" / "anneal" / "t.md").read_text()
     assert variant_md.count("## Claims") == 1 and "this variant (`anneal`)" in variant_md

@@ -155,7 +155,7 @@ def test_trend_increasing_holds_and_decreasing_contradicted():
     cells = [cell(m) for m in (1.0, 1.5, 2.6, 4.9)]
     up, down = trend(X, cells, "increasing"), trend(X, cells, "decreasing")
     assert (up.status, down.status) == ("holds", "contradicted")
-    assert up.ci == down.ci and up.ci[0] > 0 and up.test == "WLS trend"
+    assert up.ci == down.ci and up.ci[0] > 0 and up.test == "OLS trend"
 
 
 def test_trend_flat_is_inconclusive():
@@ -168,24 +168,64 @@ def test_trend_flat_is_inconclusive():
     ([1.0, 2.0], [cell(1.0), cell(2.0)]),  # too few points for k − 2 df
     (X, [cell(1.0), cell(2.0, NAN, 1), cell(3.0), cell(4.0)]),
     (X, [cell(1.0), cell(2.0, NAN, 5), cell(3.0), cell(4.0)]),
-    (X, [cell(1.0), cell(2.0, 0.0, 5), cell(3.0), cell(4.0)]),  # infinite weight
 ])
 def test_trend_without_interval_is_inconclusive(x, cells):
     assert_no_ci(trend(x, cells, "increasing"))
 
 
+def test_trend_zero_spread_cells():
+    # a cell with std 0 is no longer an infinite weight: the slope is unweighted, the other cells give the SD reading
+    v = trend(X, [cell(1.0), cell(2.0, 0.0, 5), cell(4.0), cell(8.0)], "increasing")
+    assert v.status == "holds" and v.ci[0] > 0
+    # all deterministic and exactly linear: the interval is the point, as in difference()
+    exact = trend(X, [cell(2.0 + 0.5 * x, 0.0, 3) for x in X], "increasing")
+    assert exact.status == "holds" and exact.ci == pytest.approx((0.5, 0.5))
+
+
 @pytest.mark.parametrize("means", [
-    [2.0 + 0.5 * x for x in X],  # exactly linear
-    [1.0, 1.7, 2.1, 3.9],  # not linear: the weights matter
+    [2.0 + 0.5 * x for x in X],  # exactly linear: no lack of fit, the seed SDs set the width
+    [1.0, 1.7, 2.1, 3.9],  # not linear
+    [1.0, 3.0, 1.5, 4.0],  # far from linear (residuals ≫ SDs): lack of fit sets the width
 ])
-def test_trend_slope_matches_weighted_polyfit(means):
-    cells = [CellStats(m, s, n) for m, s, n in zip(means, (0.1, 0.3, 0.2, 0.5), (3, 5, 4, 10), strict=True)]
+def test_trend_slope_and_interval(means):
+    sds, ns = (0.1, 0.3, 0.2, 0.5), (3, 5, 4, 10)
+    cells = [CellStats(m, s, n) for m, s, n in zip(means, sds, ns, strict=True)]
     v = trend(X, cells, "increasing", level=0.9)
-    w = np.array([math.sqrt(c.n) / c.std for c in cells])  # polyfit weights multiply residuals: 1/sigma
-    coef, cov = np.polyfit(X, means, 1, w=w, cov="unscaled")
-    assert v.effect == pytest.approx(coef[0], rel=1e-10)
-    half = stats.t.ppf(0.95, len(X) - 2) * math.sqrt(cov[0, 0])
-    assert v.ci == pytest.approx((coef[0] - half, coef[0] + half), rel=1e-9)
+    fit = stats.linregress(X, means)  # unweighted OLS of the cell means; stderr from the residuals, k − 2 df
+    assert v.effect == pytest.approx(fit.slope, rel=1e-10)
+    half_res = stats.t.ppf(0.95, len(X) - 2) * fit.stderr
+    c = (np.array(X) - np.mean(X)) / np.sum((np.array(X) - np.mean(X)) ** 2)
+    terms = c**2 * np.array(sds) ** 2 / np.array(ns)
+    df = terms.sum() ** 2 / np.sum(terms**2 / (np.array(ns) - 1))
+    half_sd = stats.t.ppf(0.95, df) * math.sqrt(terms.sum())
+    half = max(half_res, half_sd)
+    assert v.ci == pytest.approx((fit.slope - half, fit.slope + half), rel=1e-9, abs=1e-12)
+    resid = np.array(means) - (fit.intercept + fit.slope * np.array(X))
+    chi2_dof = np.sum(resid**2 / (np.array(sds) ** 2 / np.array(ns))) / (len(X) - 2)
+    assert f"χ²/dof {chi2_dof:.3g}".replace("-", "−") in v.detail
+    assert ("lack of fit sets the width" in v.detail) == (half_res > half_sd)
+
+
+# osciformer Table 7 at cpu (results/osciformer/cpu/table7.csv): per-epoch minutes at J = 1 … 16, 3 seeds each.
+# Timings under varying load scatter far more than their seed SDs (χ²/dof in the hundreds); the inverse-variance
+# WLS with the SDs as known variances called both "contradicted" (slope < 0).
+T7_X = [1, 2, 4, 6, 8, 12, 16]
+T7 = {
+    "xor": [(0.39705, 0.0039803), (0.26271, 0.057711), (0.23183, 0.0085359), (0.29829, 0.072134),
+            (0.29361, 0.014060), (0.38090, 0.019016), (0.46914, 0.035509)],
+    "jv30": [(0.034339, 0.00087878), (0.016411, 0.0011837), (0.014671, 0.00089967), (0.017518, 0.0018549),
+             (0.017223, 0.0022363), (0.022514, 0.00068641), (0.029595, 0.0019447)],
+}
+
+
+@pytest.mark.parametrize("col", sorted(T7))
+def test_trend_lack_of_fit_makes_osciformer_table7_inconclusive(col):
+    cells = [CellStats(m, s, 3) for m, s in T7[col]]
+    v = trend(T7_X, cells, "increasing")
+    assert v.status == "inconclusive" and v.ci[0] < 0 < v.ci[1]
+    assert "lack of fit sets the width" in v.detail
+    chi2_dof = float(v.detail.split("χ²/dof ")[1].split(" ")[0])
+    assert chi2_dof > 100  # the scatter the SDs do not explain
 
 
 # --------------------------------------------------------------------------------------------------------- within
@@ -220,6 +260,18 @@ def test_within_single_seed_is_inconclusive():
     assert_no_ci(within(cell(1.0, NAN, 1), 1.0, 0.1))
 
 
+def test_within_exact_is_refused_on_an_empirical_cell():
+    # osciformer Fig. 5: a 3-seed mean judged as exact read "contradicted"; its interval overlaps the band
+    with pytest.raises(ValueError, match=r"within: exact=True .* n = 3 seeds with std .*interval"):
+        within(cell(0.89, 0.019, 3), 0.94, 0.02, exact=True)
+    v = within(cell(0.89, 0.019, 3), 0.94, 0.02)
+    assert v.status == "inconclusive" and v.ci[0] < -0.02 < v.ci[1]
+    # deterministic values stay exact: one value, or seeds that agree exactly, or no spread recorded
+    assert within(cell(5.0, NAN, 1), 5.0, 0.0, exact=True).status == "holds"
+    assert within(cell(5.0, 0.0, 3), 5.0, 0.0, exact=True).status == "holds"
+    assert within(cell(5.0, NAN, 3), 6.0, 0.5, exact=True).status == "contradicted"
+
+
 # --------------------------------------------------------------------------------------------------- spread_ratio
 
 
@@ -230,6 +282,16 @@ def test_spread_ratio_holds_contradicted_inconclusive():
     assert spread_ratio(a, b, ">").status == "contradicted"
     assert spread_ratio(b, a, ">").status == "holds"
     assert spread_ratio(cell(0.0, 0.5, 3), cell(0.0, 0.6, 3), "<").status == "inconclusive"
+
+
+@pytest.mark.parametrize(("a", "b", "who"), [(cell(0.0, 0.01, 2), cell(0.0, 10.0, 5), "a"),
+                                             (cell(0.0, 10.0, 5), cell(0.0, 0.01, 2), "b")])
+def test_spread_ratio_needs_three_seeds_per_group(a, b, who):
+    # a variance ratio of 1e-6 would be "holds" on the F interval even with n = 2; an F test on 1 df is refused
+    v = spread_ratio(a, b, "<" if who == "a" else ">")
+    assert_no_ci(v)
+    assert f"{who} has n = 2 < 3 seeds" in v.detail
+    assert spread_ratio(cell(0.0, 0.01, 3), cell(0.0, 10.0, 5), "<").status == "holds"
 
 
 @pytest.mark.parametrize(("a", "b"), [

@@ -1,0 +1,326 @@
+"""Spend seeds where they decide a claim: ``python -m oscrepro.claims.decide --budget cpu --core-hours H [--dry-run]``.
+
+Most inconclusive verdicts are three seeds against a small effect. Adding seeds until a p-value looks good
+inflates false positives; stopping at the paper's seed count leaves cheap decisions on the table. This planner does
+neither:
+
+1. **Candidates.** Every empirical claim judged at ``budget`` whose verdict is inconclusive and whose cells are
+   seed runs of a runs table (``difference`` and non-exact ``within`` checks; analysis cells, exact checks and
+   claims the spec marks not answerable at this budget are listed with the reason they are left out).
+2. **What deciding costs.** For each candidate and each per-cell seed count N up to the seed cap, the *predictive
+   power* of the final look (Spiegelhalter, Freedman & Blackburn 1986): the probability, under a flat prior on the
+   effect given the seeds so far, that the interval at N seeds — at the group-sequential level of that look
+   (:mod:`oscrepro.claims.sequential`) — lies wholly on one side of the claim's boundary. It accounts for the
+   uncertainty of the observed effect (its standard error enters the predictive variance), so a lucky 3-seed gap
+   does not look cheaper than it is. The cost of N is the extra runs of every row the claim reads (all run-backed
+   columns of a row share its seeds) times their mean recorded run time (``wall_time_s`` × ``torch_threads`` in
+   core-seconds). Candidates are ranked by the smallest cost per expected decision, cost(N) / power(N).
+3. **Looks.** Without ``--dry-run`` the cheapest candidates that fit the core-hours are extended to their *next
+   planned look* (not straight to N: the design stops a claim at its first decisive look), their missing runs are
+   trained in one pool (the table engine's launcher), their tables re-rendered, and the look's verdict is written
+   to the ledger ``results/decide/<budget>.json``; then the ranking is redone, until every candidate is decided,
+   capped, or the core-hours are spent. A claim in the ledger is judged by the sequential design from then on
+   (:func:`oscrepro.claims.sequential.sequential_verdict`), in CLAIMS.md too.
+
+Extra seeds are ordinary runs of the spec's cells: the decided per-row seed counts live in
+``conf/decide/<budget>.yaml`` (``{<paper>/<table>: {<row label>: n}}``), which :meth:`TableSpec.seeds_for` reads,
+so a plain table build shows them and never retrains them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from scipy import stats
+
+from oscrepro.claims import sequential as S
+from oscrepro.claims.ledger import ledger_path, load_ledger
+from oscrepro.claims.scoreboard import Checked, ClaimError, check_table, read_cells, table_csv
+from oscrepro.tables.compose import path_override
+from oscrepro.tables.spec import CONF_DIR, available_tables, decided_seeds, load_spec
+from oscrepro.utils.run_record import atomic_write_text
+
+DEFAULT_CAP = 10  # seeds per cell at most: beyond it a claim's effect is too small for this budget to matter
+KINDS = ("difference", "within")
+
+
+@dataclass
+class Candidate:
+    """One inconclusive claim and what deciding it would take."""
+
+    checked: Checked
+    rows: list[str]  # row labels whose seeds the claim reads
+    n_now: int
+    run_s: float  # core-seconds of one more seed of every run-backed cell of those rows (nan: no record to time)
+    best_n: int | None = None
+    power: float = 0.0
+    cost_s: float = math.nan
+    reason: str = ""  # why it is left out (empty for a live candidate)
+    looks: list[int] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.checked.claim.id}@{self.checked.budget}"
+
+    @property
+    def score(self) -> float:
+        """Core-seconds per expected decision (lower is better)."""
+        return self.cost_s / self.power if self.power > 0 else math.inf
+
+
+def decided_seeds_path(budget: str, conf_dir: Path = CONF_DIR) -> Path:
+    return conf_dir / "decide" / f"{budget}.yaml"
+
+
+def _cell_refs(checked: Checked) -> list[dict[str, str]]:
+    c = checked.claim.check
+    return list(c.get("cells") or [c[k] for k in ("a", "b") if k in c])
+
+
+def predictive_power(effect: float, spread: float, n_now: int, n_final: int, level: float, lo: float,
+                     hi: float | None = None) -> float:
+    """Probability that the interval at ``n_final`` seeds decides, given the estimate ``effect`` at ``n_now``.
+
+    ``spread``: the effect's standard deviation for one seed per cell (√(s_a² + s_b²) for a difference, s for one
+    cell), so its standard error at n seeds is spread/√n. Under a flat prior the final estimate is
+    N(effect, spread²·(N − n)/(N·n)) (the seeds so far are part of it). The interval half-width at N is
+    t(level, N − 1)·spread/√N. ``difference``: decided when the final interval excludes ``lo`` (the margin).
+    ``within`` (``hi`` given, band [lo, hi]): decided when it lies inside the band or wholly outside it.
+    """
+    if n_final <= n_now or not (math.isfinite(effect) and math.isfinite(spread) and spread > 0):
+        return 0.0
+    sd = spread * math.sqrt((n_final - n_now) / (n_final * n_now))
+    half = float(stats.t.ppf(0.5 + level / 2, n_final - 1)) * spread / math.sqrt(n_final)
+    above = lambda x: float(stats.norm.sf((x - effect) / sd))  # noqa: E731  P(final estimate > x)
+    if hi is None:
+        return above(lo + half) + (1.0 - above(lo - half))
+    inside = max(0.0, above(lo + half) - above(hi - half)) if hi - lo > 2 * half else 0.0
+    return inside + above(hi + half) + (1.0 - above(lo - half))
+
+
+def _effect_spread(checked: Checked, cells: dict) -> tuple[float, float, int, float, float | None]:
+    """(effect, one-seed spread, n per cell, boundary lo, band hi or None) of a claim from its table's cells."""
+    c = checked.claim.check
+    stat = lambda ref: cells[(str(ref["row"]), str(ref["column"]))]  # noqa: E731
+    num = lambda v: float(v) if v not in (None, "") else math.nan  # noqa: E731  (a delta column has no std)
+    count = lambda line: int(num(line.get("n"))) if math.isfinite(num(line.get("n"))) else 0  # noqa: E731
+    if c["kind"] == "difference":
+        a, b = stat(c["a"]), stat(c["b"])
+        spread = math.sqrt(num(a["ours_std"]) ** 2 + num(b["ours_std"]) ** 2)
+        return (num(a["ours_mean"]) - num(b["ours_mean"]), spread, min(count(a), count(b)),
+                float(c.get("margin", 0.0)), None)
+    a = stat(c["a"])
+    target = num(a["paper_mean"]) if c["target"] == "paper" else float(c["target"])
+    tol = float(c["tol"])
+    return num(a["ours_mean"]) - target, num(a["ours_std"]), count(a), -tol, tol
+
+
+def _run_cost(key: str, budget: str, rows: list[str], results: Path) -> tuple[float, int]:
+    """Core-seconds of one more seed of every run-backed cell of ``rows`` (mean recorded run time × threads), and
+    how many runs that is; nan when no finished record of those cells carries a run time."""
+    from oscrepro.tables.plan import plan
+
+    spec = load_spec(key)
+    cells = plan(spec, budget, [path_override("paths.results_dir", results)])
+    per_run: dict[Path, float] = {}  # one entry per distinct run config (metric columns of one run share it)
+    for (ri, _col), reqs in cells.items():
+        if spec.rows[ri].label not in rows or not reqs or reqs[0].run_dir in per_run:
+            continue
+        times = []
+        for r in reqs:
+            st = r.record.status()
+            if st.get("status") == "ok" and st.get("wall_time_s"):
+                times.append(float(st["wall_time_s"]) * float(st.get("torch_threads") or 1))
+        if not times:
+            return math.nan, 0
+        per_run[reqs[0].run_dir] = sum(times) / len(times)
+    return sum(per_run.values()), len(per_run)
+
+
+def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candidate]:
+    """Every inconclusive claim at ``budget`` with what deciding it would take (module docstring), ranked; claims
+    left out carry their ``reason``."""
+    ledger = load_ledger(results, budget)
+    out: list[Candidate] = []
+    for key in available_tables():
+        try:
+            judged = check_table(key, budget, results)
+        except ClaimError as err:  # a table whose claims cannot be read: said, not skipped silently
+            print(f"[decide] {key}: its claims cannot be judged ({err})", flush=True)
+            continue
+        for checked in judged:
+            if checked.verdict.status != "inconclusive":
+                continue
+            c = checked.claim.check
+            cand = Candidate(checked, sorted({str(r["row"]) for r in _cell_refs(checked)}), 0, math.nan)
+            out.append(cand)
+            if c["kind"] not in KINDS or (c["kind"] == "within" and c.get("exact")):
+                cand.reason = f"{c['kind']}{' (exact)' if c.get('exact') else ''} checks are not decided by seeds"
+                continue
+            if getattr(checked.claim, "not_answerable", None) and budget in checked.claim.not_answerable:
+                cand.reason = "not answerable at this budget: " + checked.claim.not_answerable[budget]
+                continue
+            cells = read_cells(table_csv(results, key, budget))
+            if "ours_mean" not in next(iter(cells.values()), {}):
+                cand.reason = "analysis table: its cells are not seed runs"
+                continue
+            effect, spread, n, lo, hi = _effect_spread(checked, cells)
+            cand.n_now = n
+            if n < 2 or not math.isfinite(spread):
+                cand.reason = (f"n = {n}: no spread to plan from (train a second seed first)" if n < 2 else
+                               "a cell without a seed spread (a delta column: judge its two source columns)")
+                continue
+            entry = ledger.get(cand.key)
+            cand.looks = list(entry["schedule"]) if entry else S.plan_looks(n, max(cap, n))
+            if n >= cap or not cand.looks or n >= cand.looks[-1]:
+                cand.reason = f"at the seed cap ({n} ≥ {cap})"
+                continue
+            cand.run_s, n_runs = _run_cost(key, budget, cand.rows, results)
+            if not math.isfinite(cand.run_s):
+                cand.reason = "no finished record with a run time to cost it"
+                continue
+            levels = S.look_levels(cand.looks)
+            for n_final, level in zip(cand.looks, levels, strict=True):
+                if n_final <= n:
+                    continue
+                power = predictive_power(effect, spread, n, n_final, level, lo, hi)
+                cost = cand.run_s * (n_final - n)
+                if power > 0 and (cand.best_n is None or cost / power < cand.score):
+                    cand.best_n, cand.power, cand.cost_s = n_final, power, cost
+            if cand.best_n is None:
+                cand.reason = f"no predictive power up to {cap} seeds (spread {spread:.3g}, effect {effect:.3g})"
+    return sorted(out, key=lambda c: (bool(c.reason), c.score, c.key))
+
+
+def render_plan(cands: list[Candidate], budget: str, core_hours: float) -> str:
+    """The dry-run plan as markdown (committed before and after a decide run)."""
+    live = [c for c in cands if not c.reason]
+    lines = [f"# Decide plan at `{budget}` ({core_hours:g} core-hours)", "",
+             "Inconclusive empirical claims ranked by core-seconds per expected decision (predictive power at the "
+             "group-sequential level of the look; `python -m oscrepro.claims.decide`).", "",
+             "| rank | claim | table | rows | n now | looks | best N | power | cost (core-min) | per decision |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for i, c in enumerate(live, 1):
+        lines.append(f"| {i} | {c.checked.claim.id} | {c.checked.claim.table} | {'; '.join(c.rows)} | {c.n_now} | "
+                     f"{', '.join(map(str, c.looks))} | {c.best_n} | {c.power:.2f} | {c.cost_s / 60:.1f} | "
+                     f"{c.score / 60:.1f} |")
+    lines += ["", f"Left out ({len(cands) - len(live)}):", ""]
+    lines += [f"- {c.checked.claim.id} ({c.checked.claim.table}): {c.reason}" for c in cands if c.reason]
+    return "\n".join(lines) + "\n"
+
+
+def write_decided(budget: str, key: str, rows: list[str], n: int, conf_dir: Path = CONF_DIR) -> None:
+    """Raise the seed count of ``rows`` of table ``key`` to ``n`` in ``conf/decide/<budget>.yaml`` (never lower)."""
+    path = decided_seeds_path(budget, conf_dir)
+    table = decided_seeds(conf_dir, budget)
+    for row in rows:
+        table.setdefault(key, {})[row] = max(n, int(table.get(key, {}).get(row, 0)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, "# Per-row seed counts raised by python -m oscrepro.claims.decide (do not edit by hand:\n"
+                            "# the ledger results/decide/<budget>.json records the looks these seeds served).\n"
+                      + yaml.safe_dump(table, sort_keys=True, allow_unicode=True))
+
+
+def take_look(cand: Candidate, results: Path, budget: str) -> dict:
+    """Judge ``cand``'s claim on its re-rendered table at the level of the look its seeds reached; append the look
+    to the ledger and return it."""
+    from oscrepro.claims.scoreboard import check_claim
+
+    ledger = load_ledger(results, budget)
+    entry = ledger.setdefault(cand.key, {"claim": cand.checked.claim.id, "table": cand.checked.claim.table,
+                                         "schedule": cand.looks, "looks": []})
+    cells = read_cells(table_csv(results, cand.checked.claim.table, budget))
+    n = _effect_spread(cand.checked, cells)[2]
+    looks = entry["schedule"]
+    k = len(entry["looks"])  # the next planned look
+    if k >= len(looks) or n != looks[k]:
+        raise RuntimeError(f"{cand.key}: the table's cells have n = {n} seeds where look {k + 1} plans "
+                           f"{looks[k] if k < len(looks) else '(none: the design is complete)'}; a failed or "
+                           f"missing run? (see the table's .md); the look is not taken")
+    level = S.look_levels(looks)[k]
+    claim = cand.checked.claim
+    verdict = check_claim(type(claim)(**{**claim.__dict__, "check": {**claim.check, "level": level}}), cells)
+    look = {"look": k + 1, "n": n, "level": level, "status": verdict.status, "effect": verdict.effect,
+            "ci": list(verdict.ci), "detail": verdict.detail}
+    entry["looks"].append(look)
+    path = ledger_path(results, budget)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(ledger, indent=1, sort_keys=True, default=float) + "\n")
+    return look
+
+
+def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, launcher: str = "joblib",
+        workers: int | None = None) -> list[dict]:
+    """Extend, train, re-render and look until decided, capped or out of core-hours (module docstring)."""
+    from oscrepro.table import build_table
+    from oscrepro.tables.launch import Progress, launch
+    from oscrepro.tables.plan import plan, unique_runs
+
+    spent, looks = 0.0, []
+    budget_s = core_hours * 3600
+    while True:
+        live = [c for c in candidates(budget, results, cap) if not c.reason]
+        chosen, cost = [], 0.0
+        for c in live:
+            step = c.run_s * (min(m for m in c.looks if m > c.n_now) - c.n_now)
+            if spent + cost + step <= budget_s:
+                chosen.append(c)
+                cost += step
+        if not chosen:
+            print(f"[decide] stop: {len(live)} live candidates, none fits the {budget_s - spent:.0f} core-s left",
+                  flush=True)
+            return looks
+        for c in chosen:
+            if c.key not in load_ledger(results, budget):  # look 1: the seeds it has, judged at the design's level
+                take_look(c, results, budget)
+            write_decided(budget, c.checked.claim.table, c.rows, min(m for m in c.looks if m > c.n_now))
+        tables = sorted({c.checked.claim.table for c in chosen})
+        extra = [path_override("paths.results_dir", results), "trainer.enable_progress_bar=false"]
+        runs = {r.run_dir: r for key in tables for r in unique_runs(plan(load_spec(key), budget, extra))}
+        missing = [r for r in runs.values() if not r.record.finished()]
+        print(f"[decide] look for {len(chosen)} claims over {len(tables)} tables: {len(missing)} runs to train "
+              f"(≈ {cost / 60:.0f} core-min)", flush=True)
+        t0 = time.time()
+        launch(missing, launcher, Progress("decide", len(missing), 0), max_workers=workers)
+        spent += sum(float(r.record.status().get("wall_time_s") or 0) * float(r.record.status().get("torch_threads")
+                                                                              or 1) for r in missing)
+        for key in tables:
+            build_table(key, budget, results_dir=results, render_only=True)
+        for c in chosen:
+            look = take_look(c, results, budget)
+            looks.append({"claim": c.key, **look})
+            print(f"[decide] {c.key}: look {look['look']} at n={look['n']} → {look['status']}", flush=True)
+        print(f"[decide] spent {spent / 3600:.2f} of {core_hours:g} core-hours ({time.time() - t0:.0f} s wall)",
+              flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m oscrepro.claims.decide", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--budget", default="cpu", choices=("cpu", "paper"))
+    parser.add_argument("--core-hours", type=float, required=True)
+    parser.add_argument("--cap", type=int, default=DEFAULT_CAP, help="seeds per cell at most")
+    parser.add_argument("--dry-run", action="store_true", help="rank and cost only; train nothing")
+    parser.add_argument("--results-dir", default="results")
+    parser.add_argument("--launcher", default="joblib")
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--out", default=None, help="also write the plan markdown here")
+    args = parser.parse_args(argv)
+    results = Path(args.results_dir)
+    if args.dry_run:
+        text = render_plan(candidates(args.budget, results, args.cap), args.budget, args.core_hours)
+        print(text, end="")
+        if args.out:
+            atomic_write_text(Path(args.out), text)
+        return
+    run(args.budget, args.core_hours, results, args.cap, args.launcher, args.workers)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""The decide planner: predictive power against a simulation, extra seeds reaching the spec, the ledger's verdict."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from oscrepro.claims.decide import predictive_power, write_decided
+from oscrepro.claims.ledger import ledger_verdict
+from oscrepro.claims.sequential import look_levels
+from oscrepro.tables.spec import CONF_DIR, load_spec
+
+
+def _simulated_power(effect: float, spread: float, n: int, big_n: int, level: float, lo: float,
+                     hi: float | None, draws: int = 200_000, seed: int = 0) -> float:
+    """Monte Carlo of the predictive distribution: true effect ~ N(effect, spread²/n) (flat prior), then the
+    mean of N − n new seeds, the final estimate and its interval (known spread), decided as the planner defines."""
+    rng = np.random.default_rng(seed)
+    delta = rng.normal(effect, spread / math.sqrt(n), draws)
+    new = rng.normal(delta, spread / math.sqrt(big_n - n))
+    final = (n * effect + (big_n - n) * new) / big_n
+    half = stats.t.ppf(0.5 + level / 2, big_n - 1) * spread / math.sqrt(big_n)
+    if hi is None:
+        return float(np.mean((final - half > lo) | (final + half < lo)))
+    inside = (final - half >= lo) & (final + half <= hi)
+    outside = (final - half > hi) | (final + half < lo)
+    return float(np.mean(inside | outside))
+
+
+@pytest.mark.parametrize(("effect", "spread", "n", "big_n", "lo", "hi"), [
+    (1.0, 2.0, 3, 8, 0.0, None),    # a difference: moderate effect
+    (0.1, 2.0, 3, 10, 0.0, None),   # effect near the boundary: little power
+    (-1.2, 1.0, 3, 5, 0.0, None),   # the other side (contradiction) decides too
+    (0.2, 0.5, 3, 10, -1.0, 1.0),   # within a band: inside
+    (1.5, 0.6, 3, 8, -1.0, 1.0),    # within: outside the band
+])
+def test_predictive_power_matches_simulation(effect, spread, n, big_n, lo, hi):
+    ours = predictive_power(effect, spread, n, big_n, 0.95, lo, hi)
+    assert ours == pytest.approx(_simulated_power(effect, spread, n, big_n, 0.95, lo, hi), abs=0.01)
+
+
+def test_predictive_power_nothing_to_gain():
+    assert predictive_power(1.0, 1.0, 5, 5, 0.95, 0.0) == 0.0  # no new seeds
+    assert predictive_power(1.0, math.nan, 3, 8, 0.95, 0.0) == 0.0  # no spread estimate
+    # a clear effect becomes near-certain with many seeds; an estimate at the boundary is worth less
+    assert predictive_power(2.0, 1.0, 3, 40, 0.95, 0.0) > 0.95
+    assert predictive_power(0.0, 1.0, 3, 40, 0.95, 0.0) < predictive_power(1.0, 1.0, 3, 40, 0.95, 0.0)
+
+
+def test_decided_seeds_raise_only_the_named_rows(tmp_path: Path):
+    conf = tmp_path / "conf"
+    (conf / "table" / "fqo").mkdir(parents=True)
+    shutil.copy(CONF_DIR / "table" / "fqo" / "table2.yaml", conf / "table" / "fqo" / "table2.yaml")
+    before = load_spec("fqo/table2", conf)
+    rows = [r.label for r in before.rows]
+    base = [len(before.seeds_for("cpu", i)) for i in range(len(rows))]
+    write_decided("cpu", "fqo/table2", [rows[0]], base[0] + 2, conf)
+    write_decided("cpu", "fqo/table2", [rows[0]], base[0] + 1, conf)  # never lowers
+    after = load_spec("fqo/table2", conf)
+    assert len(after.seeds_for("cpu", 0)) == base[0] + 2
+    assert [len(after.seeds_for("cpu", i)) for i in range(1, len(rows))] == base[1:]
+    assert len(after.seeds_for("paper", 0)) == len(before.seeds_for("paper", 0))  # other budgets untouched
+
+
+def _look(k: int, n: int, status: str, level: float) -> dict:
+    return {"look": k, "n": n, "level": level, "status": status, "effect": 0.5, "ci": [0.1, 0.9], "detail": "d"}
+
+
+def test_ledger_verdict_first_decisive_look_wins():
+    lv = look_levels([3, 5, 8])
+    entry = {"schedule": [3, 5, 8], "looks": [_look(1, 3, "inconclusive", lv[0]), _look(2, 5, "holds", lv[1]),
+                                               _look(3, 8, "contradicted", lv[2])]}
+    v = ledger_verdict(entry)
+    assert v.status == "holds" and "decided at look 2 of 3 (n = 5)" in v.detail
+    pending = ledger_verdict({"schedule": [3, 5, 8], "looks": [_look(1, 3, "inconclusive", lv[0])]})
+    assert pending.status == "inconclusive" and "next look at n = 5" in pending.detail
+    with pytest.raises(ValueError, match="judged at level 0.95"):  # a look judged at the fixed 95 % is refused
+        ledger_verdict({"schedule": [3, 5, 8], "looks": [_look(1, 3, "holds", 0.95)]})

@@ -1,0 +1,34 @@
+"""Committed tables built from uncommitted code are flagged (issue: 31 tables named a ``+dirty`` commit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oscrepro import table as table_cli
+from oscrepro.claims.__main__ import dirty_tables, render
+
+
+def _table(path: Path, commit: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# t\n\n- **Device:** cpu; **commit** `{commit}`; **date** 2026-11-26\n\n| a |\n|---|\n| 1 |\n")
+    return path
+
+
+def test_dirty_tables_lists_only_tables_built_from_uncommitted_code(tmp_path: Path):
+    dirty = _table(tmp_path / "fqo" / "cpu" / "table2.md", "abc1234+dirty")
+    _table(tmp_path / "fqo" / "table2.md", "abc1234")
+    _table(tmp_path / "runs" / "x" / "notes.md", "abc1234+dirty")  # run records are not tables
+    assert dirty_tables(tmp_path) == [(dirty, "abc1234")]
+    text = render([], tmp_path)
+    assert "tables built from uncommitted code" in text and "fqo/cpu/table2.md" in text
+
+
+def test_a_build_on_a_dirty_tree_says_so(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
+    monkeypatch.setattr(table_cli, "git_commit", lambda: "abc1234+dirty")
+    table_cli.warn_if_dirty("fqo/table2")
+    assert "built from uncommitted code (commit abc1234+dirty)" in capsys.readouterr().err
+    monkeypatch.setattr(table_cli, "git_commit", lambda: "abc1234")
+    table_cli.warn_if_dirty("fqo/table2")
+    assert capsys.readouterr().err == ""
