@@ -18,6 +18,7 @@ import argparse
 import csv
 import inspect
 import logging
+import math
 import os
 import sys
 from collections import Counter
@@ -119,6 +120,45 @@ def matched_widths(spec: TableSpec, budget: str, extra: list[str]) -> tuple[Tabl
     return spec, notes
 
 
+def planned_cells(spec: TableSpec, budget: str, results: Path, user_extra: list[str]
+                  ) -> tuple[TableSpec, dict, list[str]]:
+    """(spec with matched widths, its cells' run requests, the width notes): what a build trains and aggregates,
+    with a finished device-only variant serving its cell. One place, so that a recomputation from the records
+    (:func:`recompute_mismatches`) reads exactly the runs a build reads."""
+    spec, width_notes = matched_widths(spec, budget, user_extra)
+    # one sweep-level progress line instead of a progress bar per run (the bar does not change the run id)
+    extra = [path_override("paths.results_dir", results), "trainer.enable_progress_bar=false", *user_extra]
+    cells = plan(spec, budget, extra)
+    serve_from_variants(r for reqs in cells.values() for r in reqs)  # a finished device-only variant serves its cell
+    return spec, cells, width_notes
+
+
+def recompute_mismatches(key: str, budget: str, results: Path, rel_tol: float = 1e-9) -> list[str]:
+    """Every cell of the committed runs table ``key`` at ``budget`` whose mean, std or n differs from what its run
+    records give now (the engine's own planning and aggregation, nothing trained): ``row / column: csv ... vs
+    records ...``. Empty when the committed table is recomputable from the committed records."""
+    spec = load_spec(key)
+    csv_path = (results / spec.paper if budget == "paper" else results / spec.paper / budget) / f"{spec.key.split('/')[-1]}.csv"
+    with open(csv_path, newline="") as fh:
+        committed = {(r["row"], r["column"]): r for r in csv.DictReader(ln for ln in fh if not ln.startswith("#"))}
+    spec, cells, _ = planned_cells(spec, budget, results, [])
+    out = []
+    for (ri, col), cell in aggregate(spec, cells).items():
+        row = committed.get((spec.rows[ri].label, col))
+        if row is None:
+            out.append(f"{spec.rows[ri].label} / {col}: not in {csv_path}")
+            continue
+        for name, ours, theirs in (("mean", cell.mean, row["ours_mean"]), ("std", cell.std, row["ours_std"]),
+                                   ("n", float(cell.n), row["n"])):
+            theirs = float(theirs) if theirs not in ("", None) else math.nan
+            same = (math.isnan(ours) and math.isnan(theirs)) or math.isclose(ours, theirs, rel_tol=rel_tol,
+                                                                                 abs_tol=1e-12)
+            if not same:
+                out.append(f"{spec.rows[ri].label} / {col}: {name} {theirs!r} in the csv, {ours!r} from the records "
+                           f"(n = {cell.n}, missing {cell.n_missing})")
+    return out
+
+
 def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extra: list[str] | None = None,
                 results_dir: str | Path | None = None, workers: int | None = None, variant: str | None = None,
                 render_only: bool = False) -> Path:
@@ -166,14 +206,10 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         warn_if_dirty(key)
         return path
 
-    # one sweep-level progress line instead of a progress bar per run (the bar does not change the run id)
     user_extra = list(extra or [])
-    spec, width_notes = matched_widths(spec, budget, user_extra)
-    extra = [path_override("paths.results_dir", results), "trainer.enable_progress_bar=false", *user_extra]
-    cells = plan(spec, budget, extra)
+    spec, cells, width_notes = planned_cells(spec, budget, results, user_extra)
     if over_plain:
         log.warning(over_plain)
-    serve_from_variants(r for reqs in cells.values() for r in reqs)  # a finished device-only variant serves its cell
     runs = unique_runs(cells)
     missing = [r for r in runs if not r.record.finished()]
     if launcher in ("inprocess", "joblib") and any("ddp" in str(r.cfg.trainer.get("strategy", "")) for r in missing):
