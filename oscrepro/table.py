@@ -138,7 +138,8 @@ def recompute_mismatches(key: str, budget: str, results: Path, rel_tol: float = 
     records give now (the engine's own planning and aggregation, nothing trained): ``row / column: csv ... vs
     records ...``. Empty when the committed table is recomputable from the committed records."""
     spec = load_spec(key)
-    csv_path = (results / spec.paper if budget == "paper" else results / spec.paper / budget) / f"{spec.key.split('/')[-1]}.csv"
+    out_dir = results / spec.paper if budget == "paper" else results / spec.paper / budget
+    csv_path = out_dir / f"{spec.key.split('/')[-1]}.csv"
     with open(csv_path, newline="") as fh:
         committed = {(r["row"], r["column"]): r for r in csv.DictReader(ln for ln in fh if not ln.startswith("#"))}
     spec, cells, _ = planned_cells(spec, budget, results, [])
