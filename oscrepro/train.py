@@ -453,6 +453,21 @@ def checked_jobs(argv: list[str]) -> tuple[Plan, list[DictConfig]]:
     return plan, configs
 
 
+def drop_hydra_output(cfg: DictConfig) -> None:
+    """Remove the job's Hydra output dir (``.hydra/`` and its log: all Hydra writes before the job runs) and the
+    parents it created under the results dir, so that a job refused inside :func:`train` (a bad data dir, another
+    run's checkpoint) leaves nothing written. A dir holding anything else is kept."""
+    out = Path(HydraConfig.get().runtime.output_dir)
+    if not out.is_dir() or any(p.name != ".hydra" and p.suffix != ".log" for p in out.iterdir()):
+        return
+    shutil.rmtree(out, ignore_errors=True)
+    stop = Path(str(cfg.paths.results_dir)).resolve()
+    parent = out.parent.resolve()
+    while parent != stop and stop in parent.parents and parent.is_dir() and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     """Hydra entry point; returns the configured objective so Hydra sweepers can optimize it. A single run that
@@ -464,6 +479,7 @@ def main(cfg: DictConfig) -> float | None:
     try:
         result = train(cfg)
     except (ConfigError, *REFUSALS) as err:
+        drop_hydra_output(cfg)  # Hydra wrote its job dir before train() could refuse: leave nothing behind
         if not multirun:
             refuse(str(err))
         log.error("job refused, nothing was run or written for it: %s", err)
