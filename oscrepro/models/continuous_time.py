@@ -120,6 +120,8 @@ class ContinuousTimeClassifier(nn.Module):
 
     attention_contract: ClassVar[str | None] = VECTOR  # builds each layer's mechanism (oscrepro.attention.base)
 
+    kwargs_to: ClassVar[str] = "ContinuousTimeEncoder"  # where **encoder_kwargs go (config keys checked against it)
+
     def __init__(self, n_classes: int, readout: str = "last", **encoder_kwargs) -> None:
         super().__init__()
         self.encoder = ContinuousTimeEncoder(**encoder_kwargs)
@@ -164,6 +166,8 @@ class ContinuousTimeRegressor(nn.Module):
     """
 
     attention_contract: ClassVar[str | None] = VECTOR  # builds each layer's mechanism (oscrepro.attention.base)
+
+    kwargs_to: ClassVar[str] = "ContinuousTimeEncoder"  # where **encoder_kwargs go (config keys checked against it)
 
     def __init__(self, n_out: int | None = None, **encoder_kwargs) -> None:
         super().__init__()

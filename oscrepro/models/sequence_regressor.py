@@ -32,6 +32,8 @@ class ContinuousTimeSequenceRegressor(nn.Module):
 
     attention_contract: ClassVar[str | None] = VECTOR  # builds each layer's mechanism (oscrepro.attention.base)
 
+    kwargs_to: ClassVar[str] = "ContinuousTimeEncoder"  # where **encoder_kwargs go (config keys checked against it)
+
     def __init__(self, n_out: int = 1, readout: str = "last", **encoder_kwargs: Any) -> None:
         super().__init__()
         self.encoder = ContinuousTimeEncoder(**encoder_kwargs)

@@ -70,6 +70,8 @@ class EncoderClassifier(nn.Module):
 
     attention_contract: ClassVar[str | None] = VECTOR  # builds each layer's mechanism (oscrepro.attention.base)
 
+    kwargs_to: ClassVar[str] = "Encoder"  # where **encoder_kwargs go (config keys checked against it)
+
     def __init__(self, n_classes: int, readout: str = "mean", **encoder_kwargs) -> None:
         super().__init__()
         if readout not in READOUTS:
@@ -89,6 +91,8 @@ class CausalLM(nn.Module):
     """Causal transformer language model: token embedding -> causal blocks -> vocabulary logits."""
 
     attention_contract: ClassVar[str | None] = VECTOR  # builds each layer's mechanism (oscrepro.attention.base)
+
+    kwargs_to: ClassVar[str] = "Encoder"  # where **encoder_kwargs go (config keys checked against it)
 
     def __init__(self, vocab_size: int, **encoder_kwargs) -> None:
         super().__init__()

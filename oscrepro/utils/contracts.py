@@ -159,6 +159,22 @@ def mechanism_problems(mechanism: type, hparams: dict[str, Any], shape: dict[str
     return [f"model.attention ({mechanism.__name__}; {source}): {p}" for p in rules(**shape, **given)]
 
 
+def accepted_keys(cls: type) -> set[str] | None:
+    """The keyword arguments ``cls`` takes, following a declared ``kwargs_to`` (the class, in the same module, that
+    its ``**kwargs`` are passed to); None when they end in ``**kwargs`` that nothing declares (not checked)."""
+    params = inspect.signature(cls).parameters
+    names = {n for n, p in params.items() if p.kind not in (inspect.Parameter.VAR_KEYWORD,
+                                                             inspect.Parameter.VAR_POSITIONAL)}
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return names
+    target = getattr(cls, "kwargs_to", None)
+    inner = getattr(inspect.getmodule(cls), target, None) if isinstance(target, str) else None
+    if not isinstance(inner, type):
+        return None
+    more = accepted_keys(inner)
+    return None if more is None else names | more
+
+
 def model_problems(cfg: DictConfig, conf_dir: Path | None = None) -> list[str]:
     """Every problem of ``cfg.model`` that its classes declare (module docstring), as messages; empty when the
     backbone and its mechanism fit and their rules hold."""
@@ -176,10 +192,10 @@ def model_problems(cfg: DictConfig, conf_dir: Path | None = None) -> list[str]:
         from oscrepro.tables.spec import CONF_DIR
 
         conf_dir = CONF_DIR
-    params = inspect.signature(backbone).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):  # a key it would refuse
-        unknown = [f"model.{k}={v!r}: {backbone.__name__} takes no '{k}' (it takes: {', '.join(params)})"
-                   for k, v in values.items() if k not in HYDRA_KEYS and k not in params]
+    taken = accepted_keys(backbone)
+    if taken is not None:  # a key the backbone (or the class its **kwargs go to) would refuse
+        unknown = [f"model.{k}={v!r}: {backbone.__name__} takes no '{k}' (it takes: {', '.join(sorted(taken))})"
+                   for k, v in values.items() if k not in HYDRA_KEYS and k not in taken]
         if unknown:
             return unknown
     own = getattr(backbone, "config_problems", None)

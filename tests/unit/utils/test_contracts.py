@@ -109,3 +109,12 @@ def test_a_sweep_expands_as_hydras_basic_sweeper_does():
                                                                                ["hydra.mode=MULTIRUN", "seed=1"]]
     assert sweep.plan(["seed=3"], CONF_DIR) == sweep.Plan(jobs=[["seed=3"]], multirun=False, runs=True)
     assert not sweep.plan(["--cfg", "job", "seed=3"], CONF_DIR).runs  # prints the config, runs nothing
+
+
+@pytest.mark.parametrize(("overrides", "says"), [
+    ([*SVA, "+model.foo=1"], "EncoderClassifier takes no 'foo'"),  # **encoder_kwargs followed to Encoder
+    ([*SVA, "trainer.precision=bogus"], "trainer.precision='bogus': must be one of Lightning's precisions"),
+])
+def test_keys_and_values_the_constructors_would_refuse(compose, overrides, says):
+    """A key no constructor takes and a precision Lightning refuses were a traceback and a failed record."""
+    assert any(says in p for p in config_problems(compose(overrides))), config_problems(compose(overrides))
