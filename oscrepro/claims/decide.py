@@ -5,8 +5,9 @@ inflates false positives; stopping at the paper's seed count leaves cheap decisi
 neither:
 
 1. **Candidates.** Every empirical claim judged at ``budget`` whose verdict is inconclusive and whose cells are
-   seed runs of a runs table (``difference`` and non-exact ``within`` checks; analysis cells, exact checks and
-   claims the spec marks not answerable at this budget are listed with the reason they are left out).
+   seed runs of a runs table (``difference``, ``equivalent`` and non-exact ``within`` checks; analysis cells,
+   exact checks and claims the spec marks not answerable at this budget are listed with the reason they are left
+   out).
 2. **What deciding costs.** For each candidate and each per-cell seed count N up to the seed cap, the *predictive
    power* of the final look (Spiegelhalter, Freedman & Blackburn 1986): the probability, under a flat prior on the
    effect given the seeds so far, that the interval at N seeds — at the group-sequential level of that look
@@ -47,7 +48,7 @@ from oscrepro.tables.spec import CONF_DIR, available_tables, decided_seeds, load
 from oscrepro.utils.run_record import atomic_write_text
 
 DEFAULT_CAP = 10  # seeds per cell at most: beyond it a claim's effect is too small for this budget to matter
-KINDS = ("difference", "within")
+KINDS = ("difference", "within", "equivalent")
 
 
 @dataclass
@@ -110,11 +111,13 @@ def _effect_spread(checked: Checked, cells: dict) -> tuple[float, float, int, fl
     stat = lambda ref: cells[(str(ref["row"]), str(ref["column"]))]  # noqa: E731
     num = lambda v: float(v) if v not in (None, "") else math.nan  # noqa: E731  (a delta column has no std)
     count = lambda line: int(num(line.get("n"))) if math.isfinite(num(line.get("n"))) else 0  # noqa: E731
-    if c["kind"] == "difference":
+    if c["kind"] in ("difference", "equivalent"):
         a, b = stat(c["a"]), stat(c["b"])
         spread = math.sqrt(num(a["ours_std"]) ** 2 + num(b["ours_std"]) ** 2)
-        return (num(a["ours_mean"]) - num(b["ours_mean"]), spread, min(count(a), count(b)),
-                float(c.get("margin", 0.0)), None)
+        effect, n = num(a["ours_mean"]) - num(b["ours_mean"]), min(count(a), count(b))
+        if c["kind"] == "equivalent":  # |a − b| ≤ tol: decided inside the band or wholly outside it
+            return effect, spread, n, -float(c["tol"]), float(c["tol"])
+        return effect, spread, n, float(c.get("margin", 0.0)), None
     a = stat(c["a"])
     target = num(a["paper_mean"]) if c["target"] == "paper" else float(c["target"])
     tol = float(c["tol"])
