@@ -11,7 +11,7 @@ ARGS ?=
 TEST_WORKERS ?= 2  # pytest-xdist worker processes (each test process uses one torch thread)
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test test-all lint format table table4 chaos claims leaderboard leaderboard-bench bench bench-loop clean
+.PHONY: help install demo test test-all lint format table table4 chaos claims decide leaderboard leaderboard-bench bench bench-loop clean
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
@@ -56,6 +56,9 @@ chaos: install ## SIGKILL a smoke table build 24 times at random moments; final 
 
 claims: install ## Check every claim written in the table specs against the committed tables -> results/CLAIMS.md (no training)
 	$(PY) -m oscrepro.claims
+
+decide: install ## Rank inconclusive claims by cost per expected decision and train their next planned look [ARGS='--core-hours 2 [--dry-run]']
+	$(PY) -m oscrepro.claims.decide --budget $(BUDGET) $(ARGS)
 
 leaderboard: install ## Every mechanism on five tasks at matched parameters -> results/leaderboard.md + .png [ARGS='--render-only']
 	$(PY) -m oscrepro.leaderboard --budget $(BUDGET) $(ARGS)
