@@ -43,7 +43,6 @@ from scipy import stats
 from oscrepro.claims import sequential as S
 from oscrepro.claims.ledger import ledger_path, load_ledger
 from oscrepro.claims.scoreboard import Checked, ClaimError, check_table, read_cells, table_csv
-from oscrepro.tables.compose import path_override
 from oscrepro.tables.spec import CONF_DIR, available_tables, decided_seeds, load_spec
 from oscrepro.utils.run_record import atomic_write_text
 
@@ -127,10 +126,9 @@ def _effect_spread(checked: Checked, cells: dict) -> tuple[float, float, int, fl
 def _run_cost(key: str, budget: str, rows: list[str], results: Path) -> tuple[float, int]:
     """Core-seconds of one more seed of every run-backed cell of ``rows`` (mean recorded run time × threads), and
     how many runs that is; nan when no finished record of those cells carries a run time."""
-    from oscrepro.tables.plan import plan
+    from oscrepro.table import planned_cells
 
-    spec = load_spec(key)
-    cells = plan(spec, budget, [path_override("paths.results_dir", results)])
+    spec, cells, _ = planned_cells(load_spec(key), budget, results, [])  # exactly the runs a build reads
     per_run: dict[Path, float] = {}  # one entry per distinct run config (metric columns of one run share it)
     for (ri, _col), reqs in cells.items():
         if spec.rows[ri].label not in rows or not reqs or reqs[0].run_dir in per_run:
@@ -143,6 +141,8 @@ def _run_cost(key: str, budget: str, rows: list[str], results: Path) -> tuple[fl
         if not times:
             return math.nan, 0
         per_run[reqs[0].run_dir] = sum(times) / len(times)
+    if not per_run:  # no run-backed cell in those rows
+        return math.nan, 0
     return sum(per_run.values()), len(per_run)
 
 
@@ -169,10 +169,10 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
             if getattr(checked.claim, "not_answerable", None) and budget in checked.claim.not_answerable:
                 cand.reason = "not answerable at this budget: " + checked.claim.not_answerable[budget]
                 continue
-            cells = read_cells(table_csv(results, key, budget))
-            if "ours_mean" not in next(iter(cells.values()), {}):
-                cand.reason = "analysis table: its cells are not seed runs"
+            if load_spec(key).kind != "runs":
+                cand.reason = "analysis table: its cells are computed from other tables' runs, not seeds of its own"
                 continue
+            cells = read_cells(table_csv(results, key, budget))
             effect, spread, n, lo, hi = _effect_spread(checked, cells)
             cand.n_now = n
             if n < 2 or not math.isfinite(spread):
@@ -261,9 +261,9 @@ def take_look(cand: Candidate, results: Path, budget: str) -> dict:
 def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, launcher: str = "joblib",
         workers: int | None = None) -> list[dict]:
     """Extend, train, re-render and look until decided, capped or out of core-hours (module docstring)."""
-    from oscrepro.table import build_table
+    from oscrepro.table import build_table, planned_cells
     from oscrepro.tables.launch import Progress, launch
-    from oscrepro.tables.plan import plan, unique_runs
+    from oscrepro.tables.plan import unique_runs
 
     spent, looks = 0.0, []
     budget_s = core_hours * 3600
@@ -284,8 +284,9 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
                 take_look(c, results, budget)
             write_decided(budget, c.checked.claim.table, c.rows, min(m for m in c.looks if m > c.n_now))
         tables = sorted({c.checked.claim.table for c in chosen})
-        extra = [path_override("paths.results_dir", results), "trainer.enable_progress_bar=false"]
-        runs = {r.run_dir: r for key in tables for r in unique_runs(plan(load_spec(key), budget, extra))}
+        # planned as a build plans them (matched widths, device-only variants): the runs the tables will read
+        runs = {r.run_dir: r for key in tables
+                for r in unique_runs(planned_cells(load_spec(key), budget, results, [])[1])}
         missing = [r for r in runs.values() if not r.record.finished()]
         print(f"[decide] look for {len(chosen)} claims over {len(tables)} tables: {len(missing)} runs to train "
               f"(≈ {cost / 60:.0f} core-min)", flush=True)
