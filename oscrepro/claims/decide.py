@@ -25,7 +25,9 @@ neither:
 
 Extra seeds are ordinary runs of the spec's cells: the decided per-row seed counts live in
 ``conf/decide/<budget>.yaml`` (``{<paper>/<table>: {<row label>: n}}``), which :meth:`TableSpec.seeds_for` reads,
-so a plain table build shows them and never retrains them.
+so a plain table build shows them and never retrains them. They are new cells x seeds, so the golden-config
+snapshot gains them: after a decide run, regenerate it (``python tests/fixtures/make_golden_configs.py``; the run
+prints this) and check that it only adds cells.
 """
 
 from __future__ import annotations
@@ -278,6 +280,10 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         if not chosen:
             print(f"[decide] stop: {len(live)} live candidates, none fits the {budget_s - spent:.0f} core-s left",
                   flush=True)
+            if looks:
+                print("[decide] seeds were added: regenerate the golden configs (python "
+                      "tests/fixtures/make_golden_configs.py) and commit conf/decide, the records and the tables",
+                      flush=True)
             return looks
         for c in chosen:
             if c.key not in load_ledger(results, budget):  # look 1: the seeds it has, judged at the design's level
