@@ -44,8 +44,8 @@ from scipy import stats
 
 from oscrepro.claims import sequential as S
 from oscrepro.claims.ledger import ledger_path, load_ledger
-from oscrepro.claims.scoreboard import Checked, ClaimError, check_table, read_cells, table_csv
-from oscrepro.tables.spec import CONF_DIR, available_tables, decided_seeds, load_spec
+from oscrepro.claims.scoreboard import Checked, ClaimError, _cell, _float, _stats, check_table, read_cells, table_csv
+from oscrepro.tables.spec import CONF_DIR, available_tables, decided_seeds, decided_seeds_path, load_spec
 from oscrepro.utils.run_record import atomic_write_text
 
 DEFAULT_CAP = 10  # seeds per cell at most: beyond it a claim's effect is too small for this budget to matter
@@ -76,10 +76,6 @@ class Candidate:
         return self.cost_s / self.power if self.power > 0 else math.inf
 
 
-def decided_seeds_path(budget: str, conf_dir: Path = CONF_DIR) -> Path:
-    return conf_dir / "decide" / f"{budget}.yaml"
-
-
 def _cell_refs(checked: Checked) -> list[dict[str, str]]:
     c = checked.claim.check
     return list(c.get("cells") or [c[k] for k in ("a", "b") if k in c])
@@ -107,22 +103,19 @@ def predictive_power(effect: float, spread: float, n_now: int, n_final: int, lev
 
 
 def _effect_spread(checked: Checked, cells: dict) -> tuple[float, float, int, float, float | None]:
-    """(effect, one-seed spread, n per cell, boundary lo, band hi or None) of a claim from its table's cells."""
-    c = checked.claim.check
-    stat = lambda ref: cells[(str(ref["row"]), str(ref["column"]))]  # noqa: E731
-    num = lambda v: float(v) if v not in (None, "") else math.nan  # noqa: E731  (a delta column has no std)
-    count = lambda line: int(num(line.get("n"))) if math.isfinite(num(line.get("n"))) else 0  # noqa: E731
+    """(effect, one-seed spread, n per cell, boundary lo, band hi or None) of a claim from its table's cells, read
+    as the scoreboard reads them (:func:`oscrepro.claims.scoreboard._stats`)."""
+    c, claim = checked.claim.check, checked.claim
     if c["kind"] in ("difference", "equivalent"):
-        a, b = stat(c["a"]), stat(c["b"])
-        spread = math.sqrt(num(a["ours_std"]) ** 2 + num(b["ours_std"]) ** 2)
-        effect, n = num(a["ours_mean"]) - num(b["ours_mean"]), min(count(a), count(b))
+        a, b = _stats(cells, c["a"], claim), _stats(cells, c["b"], claim)
+        spread, effect, n = math.sqrt(a.std**2 + b.std**2), a.mean - b.mean, min(a.n, b.n)
         if c["kind"] == "equivalent":  # |a − b| ≤ tol: decided inside the band or wholly outside it
             return effect, spread, n, -float(c["tol"]), float(c["tol"])
         return effect, spread, n, float(c.get("margin", 0.0)), None
-    a = stat(c["a"])
-    target = num(a["paper_mean"]) if c["target"] == "paper" else float(c["target"])
+    a = _stats(cells, c["a"], claim)
+    target = _float(_cell(cells, c["a"], claim).get("paper_mean")) if c["target"] == "paper" else float(c["target"])
     tol = float(c["tol"])
-    return num(a["ours_mean"]) - target, num(a["ours_std"]), count(a), -tol, tol
+    return a.mean - target, a.std, a.n, -tol, tol
 
 
 def _run_cost(key: str, budget: str, rows: list[str], results: Path) -> tuple[float, int]:
@@ -222,7 +215,7 @@ def render_plan(cands: list[Candidate], budget: str, core_hours: float) -> str:
 
 def write_decided(budget: str, key: str, rows: list[str], n: int, conf_dir: Path = CONF_DIR) -> None:
     """Raise the seed count of ``rows`` of table ``key`` to ``n`` in ``conf/decide/<budget>.yaml`` (never lower)."""
-    path = decided_seeds_path(budget, conf_dir)
+    path = decided_seeds_path(conf_dir, budget)
     table = decided_seeds(conf_dir, budget)
     for row in rows:
         table.setdefault(key, {})[row] = max(n, int(table.get(key, {}).get(row, 0)))

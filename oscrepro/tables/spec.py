@@ -186,8 +186,13 @@ def decided_seeds(conf_dir: Path, budget: str) -> dict[str, dict[str, int]]:
     """``{table key: {row label: n}}`` from ``conf/decide/<budget>.yaml``: per-row seed counts that the claims
     planner (``python -m oscrepro.claims.decide``) raised to decide a claim; empty when there are none. Extra seeds
     are ordinary runs of the cell (seeds n..N-1, their run ids as any seed), so every build of the table shows them."""
-    path = conf_dir / "decide" / f"{budget}.yaml"
+    path = decided_seeds_path(conf_dir, budget)
     return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+def decided_seeds_path(conf_dir: Path, budget: str) -> Path:
+    """Where the claims planner keeps the per-row seed counts it raised at ``budget``."""
+    return conf_dir / "decide" / f"{budget}.yaml"
 
 
 def load_spec(key: str, conf_dir: Path = CONF_DIR) -> TableSpec:
