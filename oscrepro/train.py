@@ -10,7 +10,7 @@ Lightning would replay the epoch from its first batch) -> ``Trainer.test`` -> ru
 is isolated: a diverged run (NaN/inf loss, or a non-finite final val/test metric) is recorded as ``diverged`` with
 its epoch, any other exception (a full disk included: the original error, never one raised while closing the
 attempt) as ``failed`` with the traceback, and neither stops a sweep. A checkpoint carries its run's id; another
-run's is refused (oscrepro.utils.resume), and a resumed run trains at the thread count it started with.
+run's is refused (oscrepro.runs.resume), and a resumed run trains at the thread count it started with.
 """
 
 from __future__ import annotations
@@ -38,16 +38,16 @@ from omegaconf import DictConfig, OmegaConf
 from oscrepro.data.base import model_dims
 from oscrepro.data.integrity import DataIntegrityError, setup_data
 from oscrepro.data.paths import DatasetNotFoundError
+from oscrepro.runs import history
+from oscrepro.runs.record import MECHANISM_GROUP, RunRecord, unwritable_dir, with_mechanism
+from oscrepro.runs.record import run_dir as run_dir_of
+from oscrepro.runs.resume import CheckpointOwnerError, RngStateCheckpoint, RunIdCheckpoint, check_owner
+from oscrepro.runs.sweep import Plan, outcome
+from oscrepro.runs.validate import ConfigError, validate_config
 from oscrepro.tasks.base import DivergedError
-from oscrepro.utils import history
 from oscrepro.utils.callbacks import EPOCH_TIME, EpochCheckpoint, EpochWallClock
 from oscrepro.utils.provenance import provenance
 from oscrepro.utils.quiet import expected_on_resume, quiet_third_party
-from oscrepro.utils.resume import CheckpointOwnerError, RngStateCheckpoint, RunIdCheckpoint, check_owner
-from oscrepro.utils.run_record import MECHANISM_GROUP, RunRecord, unwritable_dir, with_mechanism
-from oscrepro.utils.run_record import run_dir as run_dir_of
-from oscrepro.utils.sweep import Plan, outcome
-from oscrepro.utils.validate import ConfigError, validate_config
 
 log = logging.getLogger("oscrepro.train")
 
@@ -176,7 +176,7 @@ def resume_threads(cfg: DictConfig, run_dir: Path) -> int | None:
 
 def callbacks(run_dir: Path, wall_offset: float = 0.0) -> list[L.Callback]:
     """The callbacks of every run: a checkpoint at each epoch end (resume), per-epoch wall clock, and what makes a
-    resume exact and safe (the global RNG states and the run's id in every checkpoint: oscrepro.utils.resume)."""
+    resume exact and safe (the global RNG states and the run's id in every checkpoint: oscrepro.runs.resume)."""
     # save_top_k=1 (no monitor: the newest epoch) so a checkpoint exists after every epoch; last.ckpt links to it.
     # (save_top_k=0 would write last.ckpt only when training ends: nothing to resume from.)
     return [EpochCheckpoint(dirpath=str(run_dir / "checkpoints"), save_last="link", save_top_k=1,
@@ -208,7 +208,7 @@ def read_checkpoint(ckpt_path: Path) -> dict[str, Any]:
 
 
 def check_checkpoint_owner(run_dir: Path) -> None:
-    """Before a run resumes: raise :class:`~oscrepro.utils.resume.CheckpointOwnerError` (a refusal, before
+    """Before a run resumes: raise :class:`~oscrepro.runs.resume.CheckpointOwnerError` (a refusal, before
     anything is written) when its ``checkpoints/last.ckpt`` carries another run's id or none, or does not load as
     tensors and plain data (garbage, truncated, a pickle that would run code); another run's checkpoint of the
     same shapes would otherwise be resumed silently and recorded under this run's id."""
@@ -416,11 +416,10 @@ def checked_jobs(argv: list[str]) -> tuple[Plan, list[DictConfig]]:
     compose is refused at once; bad values of every job are refused together, in one message, each problem once
     (prefixed by the job, ``job seed=-1:``, when not every job has it). A sweeper other than Hydra's basic one
     decides its jobs as it goes: then the first values are checked (each job checks itself in :func:`train`)."""
-    from oscrepro.tables.compose import compose_run
-    from oscrepro.tables.spec import CONF_DIR, config_groups
-    from oscrepro.utils import sweep
+    from oscrepro.runs import sweep
+    from oscrepro.runs.compose import CONF_DIR, compose_run, config_groups
+    from oscrepro.runs.validate import config_problems, invalid_config_message
     from oscrepro.utils.suggest import compose_job, one_line, one_value_each
-    from oscrepro.utils.validate import config_problems, invalid_config_message
 
     overrides = list(sweep.cli_args(argv).overrides)
     groups = config_groups()

@@ -6,7 +6,7 @@ import pytest
 import torch
 from hydra.core.global_hydra import GlobalHydra
 
-from oscrepro.tables.runs import compose_run
+from oscrepro.runs.compose import compose_run
 
 torch.set_num_threads(1)
 

@@ -22,7 +22,7 @@ Every mechanism in ``oscrepro.attention`` is an ``nn.Module`` built as
 Torus-phase coupling laws (``kuramoto``, ``fsn``) have the same call, with ``x`` the phases (B, T, k) and ``y``
 a tangent update of the same shape (see ``oscrepro.models.torus_lm``).
 
-Declarations read before anything is built (``oscrepro.utils.contracts``, called by config validation):
+Declarations read before anything is built (``oscrepro.runs.contracts``, called by config validation):
 
 * ``contracts``: the backbone call contracts a mechanism implements. :data:`VECTOR` is the call above;
   :data:`PHASE` is a torus coupling law, built with one extra keyword ``gates=`` (shared phase gates) by

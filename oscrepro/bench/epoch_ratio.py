@@ -26,8 +26,7 @@ import torch
 from oscrepro.bench.harness import device_line, emit
 from oscrepro.bench.loop import bare_step_s
 from oscrepro.data.integrity import instantiate_data
-from oscrepro.tables.compose import path_override
-from oscrepro.tables.runs import compose_run
+from oscrepro.runs.compose import compose_run, path_override
 from oscrepro.utils.quiet import quiet_third_party
 
 MECHANISMS = {  # label -> overrides (the rows of osciformer Table 4)

@@ -31,8 +31,7 @@ import torch
 from lightning.pytorch.loggers import CSVLogger
 
 from oscrepro.bench.harness import device_line, emit
-from oscrepro.tables.compose import path_override
-from oscrepro.tables.runs import compose_run
+from oscrepro.runs.compose import compose_run, path_override
 from oscrepro.train import build, callbacks, make_trainer
 from oscrepro.utils.quiet import quiet_third_party
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from oscrepro.claims.report import write_reports
 from oscrepro.claims.scoreboard import MARK, Checked, check_variants, md_cell, strip_section, write_table_sections
 from oscrepro.claims.tally import ERROR, JUDGED, NOT_BUILT, PAPER_ONLY, ClaimState, collect, is_finding, summary
-from oscrepro.tables.spec import CONF_DIR
-from oscrepro.utils.run_record import atomic_write_text
+from oscrepro.runs.compose import CONF_DIR
+from oscrepro.runs.record import atomic_write_text
 
 INTRO = ("Each claim is a paper's sentence with a checkable form over one of our tables (written in its spec, "
          "`conf/table/<paper>/<table>.yaml`), checked at every budget where that table is committed: holds / "

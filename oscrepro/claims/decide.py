@@ -44,9 +44,20 @@ from scipy import stats
 
 from oscrepro.claims import sequential as S
 from oscrepro.claims.ledger import ledger_path, load_ledger
-from oscrepro.claims.scoreboard import Checked, ClaimError, _cell, _float, _stats, check_table, read_cells, table_csv
-from oscrepro.tables.spec import CONF_DIR, available_tables, decided_seeds, decided_seeds_path, load_spec
-from oscrepro.utils.run_record import atomic_write_text
+from oscrepro.claims.scoreboard import (
+    Checked,
+    ClaimError,
+    _cell,
+    _float,
+    _stats,
+    check_table,
+    read_cells,
+    refresh_table_claims,
+    table_csv,
+)
+from oscrepro.runs.compose import CONF_DIR
+from oscrepro.runs.record import atomic_write_text
+from oscrepro.tables.spec import available_tables, decided_seeds, decided_seeds_path, load_spec
 
 DEFAULT_CAP = 10  # seeds per cell at most: beyond it a claim's effect is too small for this budget to matter
 KINDS = ("difference", "within", "equivalent")
@@ -121,7 +132,7 @@ def _effect_spread(checked: Checked, cells: dict) -> tuple[float, float, int, fl
 def _run_cost(key: str, budget: str, rows: list[str], results: Path) -> tuple[float, int]:
     """Core-seconds of one more seed of every run-backed cell of ``rows`` (mean recorded run time × threads), and
     how many runs that is; nan when no finished record of those cells carries a run time."""
-    from oscrepro.table import planned_cells
+    from oscrepro.tables.build import planned_cells
 
     spec, cells, _ = planned_cells(load_spec(key), budget, results, [])  # exactly the runs a build reads
     per_run: dict[Path, float] = {}  # one entry per distinct run config (metric columns of one run share it)
@@ -256,7 +267,7 @@ def take_look(cand: Candidate, results: Path, budget: str) -> dict:
 def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, launcher: str = "joblib",
         workers: int | None = None) -> list[dict]:
     """Extend, train, re-render and look until decided, capped or out of core-hours (module docstring)."""
-    from oscrepro.table import build_table, planned_cells
+    from oscrepro.tables.build import build_table, planned_cells
     from oscrepro.tables.launch import Progress, launch
     from oscrepro.tables.plan import unique_runs
 
@@ -295,6 +306,7 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
                                                                               or 1) for r in missing)
         for key in tables:
             build_table(key, budget, results_dir=results, render_only=True)
+            refresh_table_claims(key, budget, results)
         for c in chosen:
             look = take_look(c, results, budget)
             looks.append({"claim": c.key, **look})

@@ -19,8 +19,8 @@ from omegaconf import OmegaConf
 
 from oscrepro.claims.scoreboard import MARK, NOT_ANSWERABLE, WEIGHTS, md_cell
 from oscrepro.claims.tally import ERROR, JUDGED, NOT_BUILT, PAPER_ONLY, ClaimState
-from oscrepro.tables.spec import CONF_DIR
-from oscrepro.utils.run_record import atomic_write_text
+from oscrepro.runs.compose import CONF_DIR
+from oscrepro.runs.record import atomic_write_text
 
 PAPERS_DIR = Path(__file__).resolve().parents[1] / "papers"  # oscrepro/papers/<paper>/README.md: the paper's title
 

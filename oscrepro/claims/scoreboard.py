@@ -49,9 +49,10 @@ from omegaconf import OmegaConf
 
 from oscrepro.claims import verdict as V
 from oscrepro.claims.ledger import ledger_verdict, load_ledger
-from oscrepro.tables.spec import BUDGETS, CONF_DIR, available_tables
+from oscrepro.runs.compose import CONF_DIR
+from oscrepro.runs.record import atomic_write_text
+from oscrepro.tables.spec import BUDGETS, available_tables
 from oscrepro.tables.values import STAT_FIELDS
-from oscrepro.utils.run_record import atomic_write_text
 
 KINDS = ("difference", "ordering", "trend", "within", "spread_ratio", "equivalent")
 WEIGHTS = ("central", "supporting", "detail")  # how central a claim is to its paper (the reports' scope)
@@ -393,3 +394,11 @@ def write_table_sections(checked: list[Checked], scoreboard: Path) -> None:
         if BEGIN in text:
             text = text[: text.index(BEGIN)].rstrip("\n") + text[text.index(END) + len(END):]
         atomic_write_text(md, text.rstrip("\n") + "\n\n" + table_section(rows, scoreboard) + "\n")
+
+
+def refresh_table_claims(key: str, budget: str, results: Path, variant: str | None = None) -> None:
+    """Re-check the claims of the table just rendered that are judged at ``budget`` and write its claims section,
+    as ``make claims`` does (which also rewrites results/CLAIMS.md; a variant's verdicts stay in its own .md).
+    Called after a build by the table CLI, the leaderboard and the claims planner: the engine itself knows no
+    claims."""
+    write_table_sections(check_table(key, budget, results, variant=variant), results / "CLAIMS.md")

@@ -34,7 +34,8 @@ from oscrepro.claims.scoreboard import (
     tables_outside_budgets,
 )
 from oscrepro.claims.verdict import STATUSES
-from oscrepro.tables.spec import BUDGETS, CONF_DIR, available_tables
+from oscrepro.runs.compose import CONF_DIR
+from oscrepro.tables.spec import BUDGETS, available_tables
 
 ERROR, PAPER_ONLY, NOT_BUILT = "cannot be checked", "paper budget only", "not built"
 FINDINGS = ("leaderboard",)  # spec folders whose claims are this project's own findings (the README's), not a paper's

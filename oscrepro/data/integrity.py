@@ -103,7 +103,7 @@ def instantiate_data(data_cfg: Any) -> tuple[Any, bool]:
 
     This is how a run is rebuilt from its record (``load_run``, the analyses), and a record may come from another
     machine: a ``data_dir`` that does not exist here is the location where that machine read its copy (a location
-    key, hashed as null in the run id: :data:`oscrepro.utils.run_record.LOCATION_KEYS`), so it is replaced by the
+    key, hashed as null in the run id: :data:`oscrepro.runs.record.LOCATION_KEYS`), so it is replaced by the
     default lookup, and a console line says so; the caller compares fingerprints. A ``data_dir`` that exists here
     is used, and is authoritative (:mod:`oscrepro.data.paths`). Training uses :func:`setup_data`, which never
     relocates: there an explicit ``data_dir`` that lacks the dataset is an error.

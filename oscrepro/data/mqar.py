@@ -52,7 +52,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from oscrepro.data.base import FINGERPRINT_HEX, DataModuleBase
-from oscrepro.utils.validate import ConfigError
+from oscrepro.utils.errors import ConfigError
 
 IGNORE = -100  # label of every position that is not a query (torch cross_entropy's default ignore_index)
 DIFFICULTIES: dict[str, tuple[int, int]] = {"easy": (64, 4), "medium": (128, 8), "hard": (256, 16)}  # (T, n)

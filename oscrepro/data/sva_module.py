@@ -85,7 +85,7 @@ class LengthBucketSampler(Sampler[list[int]]):
         self.drop_last = drop_last  # the BatchSampler API's; never drops
         self.epoch = 0
         # the trainer's epoch, when training: a resumed run then replays the uninterrupted run's order (a count of
-        # iterations restarts at 0 in the resumed process; oscrepro.utils.resume)
+        # iterations restarts at 0 in the resumed process; oscrepro.runs.resume)
         self.epoch_source = epoch_source
 
     def _global_batches(self) -> list[list[int]]:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import logging
 
+from oscrepro.claims.scoreboard import refresh_table_claims
 from oscrepro.leaderboard.board import TASKS, build_leaderboard
+from oscrepro.tables.build import results_root
 from oscrepro.tables.launch import LAUNCHERS
 from oscrepro.tables.spec import BUDGETS
 
@@ -29,6 +31,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"[leaderboard] unknown task(s) {unknown}; valid: {', '.join(TASKS)}")
     build_leaderboard(args.budget, args.launcher, args.workers, args.render_only, args.results_dir,
                       args.overrides, tasks)
+    for task in tasks:  # the claims judged on each task's table, as the table CLI does after a build
+        refresh_table_claims(f"leaderboard/{task}", args.budget, results_root(args.results_dir))
 
 
 if __name__ == "__main__":

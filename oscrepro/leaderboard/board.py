@@ -2,7 +2,7 @@
 counts and equal budgets, ranked per task, with the block benchmark's cost ratios beside the scores.
 
 Each task is a runs table, ``conf/table/leaderboard/<task>.yaml``, whose ``match`` has the table engine set
-``model.d_ff`` per mechanism (``oscrepro.leaderboard.match``) and whose ``leaderboard:`` block names the task, its
+``model.d_ff`` per mechanism (``oscrepro.tables.match``) and whose ``leaderboard:`` block names the task, its
 score column and whether higher or lower is better. :func:`build_leaderboard` plans every task, trains all missing
 runs in ONE pool (no worker idles at the tail of a task), renders each task's table
 (``results/leaderboard[/<budget>]/<task>.md``) and then the board: ``results/leaderboard.md`` and the rank heatmap
@@ -20,11 +20,10 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from oscrepro.tables.compose import path_override
-from oscrepro.tables.spec import CONF_DIR, load_spec
+from oscrepro.runs.compose import CONF_DIR, path_override
+from oscrepro.tables.spec import load_spec
 
 TASKS = ("sva", "mqar", "wt2", "charlm", "uea")
-MECHANISMS = ("softmax", "fqo", "ssa", "coupled_qk", "gqa", "diff", "osciformer", "contiformer")
 
 
 @dataclass
@@ -50,6 +49,29 @@ class Task:
     digits: int = 2  # the score column's digits in the task's table
     left_out: dict[str, str] = field(default_factory=dict)  # mechanism -> why it is not on this task
     entries: dict[str, Entry] = field(default_factory=dict)
+
+
+def mechanisms(tasks: tuple[str, ...] = TASKS) -> dict[str, str]:
+    """``{row label: attention config}`` of every mechanism on the leaderboard, read from the task specs' rows
+    (``attention=<name>`` in a row's overrides), in one order that respects each task's row order (a new mechanism
+    goes right after the row it follows in its task). A new mechanism is a row in the specs: no list in code."""
+    order: list[str] = []
+    configs: dict[str, str] = {}
+    for task in tasks:
+        prev = None
+        for row in load_spec(f"leaderboard/{task}").rows:
+            attention = next((o.split("=", 1)[1] for o in row.overrides if o.startswith("attention=")), None)
+            if attention is not None:
+                configs.setdefault(row.label, attention)
+            if row.label not in order:
+                order.insert(order.index(prev) + 1 if prev is not None else len(order), row.label)
+            prev = row.label
+    return {label: configs.get(label, label) for label in order}
+
+
+def _mechanisms_with_entries(tasks: list[Task]) -> list[str]:
+    """The leaderboard's mechanisms (:func:`mechanisms`, over the tasks shown) that have a score on some task."""
+    return [m for m in mechanisms(tuple(t.key.split("/", 1)[1] for t in tasks)) if any(m in t.entries for t in tasks)]
 
 
 def task_meta(key: str, conf_dir: Path = CONF_DIR) -> dict[str, Any]:
@@ -113,7 +135,7 @@ def _fmt(e: Entry, digits: int) -> str:
 def render_board(tasks: list[Task], bench: dict[str, tuple[float, float]], budget: str, header: list[str]) -> str:
     """The leaderboard markdown: one row per mechanism, per task its score (± std over seeds, n) and rank, its
     parameter count per task, mean rank over the tasks it ran, and the bench's cost ratios."""
-    mechs = [m for m in MECHANISMS if any(m in t.entries for t in tasks)]
+    mechs = _mechanisms_with_entries(tasks)
     lines = [f"# Leaderboard — every mechanism, every task, matched parameters (budget `{budget}`)", "", *header, ""]
     head = ["Mechanism", *[f"{t.name}: {t.label} ({'↑' if t.better == 'higher' else '↓'})" for t in tasks],
             "Mean rank (tasks)", "Fwd+bwd time ×softmax", "Peak memory ×softmax"]
@@ -151,7 +173,7 @@ def plot_board(tasks: list[Task], path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    mechs = [m for m in MECHANISMS if any(m in t.entries for t in tasks)]
+    mechs = _mechanisms_with_entries(tasks)
     grid = np.full((len(mechs), len(tasks)), np.nan)
     fig, ax = plt.subplots(figsize=(1.9 * len(tasks) + 2.5, 0.55 * len(mechs) + 1.8))
     for j, t in enumerate(tasks):
@@ -196,10 +218,10 @@ def build_leaderboard(budget: str = "cpu", launcher: str = "joblib", workers: in
     """Plan every task, train the missing runs in one pool, render each task's table, then the board."""
     import os
 
-    from oscrepro.table import build_table, matched_widths
+    from oscrepro.runs.lookup import serve_from_variants
+    from oscrepro.tables.build import build_table, matched_widths
     from oscrepro.tables.launch import Progress, launch
     from oscrepro.tables.plan import plan, unique_runs
-    from oscrepro.tables.runs import serve_from_variants
     from oscrepro.utils.provenance import provenance
 
     results = Path(results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))

@@ -25,8 +25,9 @@ from torch import Tensor, nn
 from oscrepro.attention.base import VECTOR
 from oscrepro.data.base import model_dims
 from oscrepro.data.integrity import instantiate_data
-from oscrepro.tables.runs import RunNotUsableError, model_state_dict
-from oscrepro.utils.run_record import RunRecord
+from oscrepro.runs.compose import RunNotUsableError
+from oscrepro.runs.lookup import model_state_dict
+from oscrepro.runs.record import RunRecord
 
 CHECKPOINTS = ("last", "best")
 

@@ -12,7 +12,7 @@
 
 A record is half-written when one of its files does not parse whole: ``status.json`` (with a known status),
 ``config.yaml``, ``metrics.json``, ``history.csv`` (every row as wide as its header). Run records write each file
-atomically (:func:`oscrepro.utils.run_record.atomic_write_text`) and a finished status is written last, so none
+atomically (:func:`oscrepro.runs.record.atomic_write_text`) and a finished status is written last, so none
 should ever be. The tables are compared on their ``.csv`` (the ``.md`` header carries the date and commit).
 
 The table rounds its numbers, so a resumed run that trains at another thread count (a build restarted with fewer
@@ -43,7 +43,7 @@ from pathlib import Path
 
 import yaml
 
-from oscrepro.utils.run_record import atomic_write_text
+from oscrepro.runs.record import atomic_write_text
 
 STATUSES = ("running", "ok", "diverged", "failed")
 CLOCK_KEYS = re.compile(r"^time/|wall_time")  # metrics.json keys that measure wall-clock time (module docstring)

@@ -20,8 +20,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from oscrepro.tables.runs import MissingRunsError, RunRequest, find_record
-from oscrepro.utils.run_record import RunRecord
+from oscrepro.runs.lookup import RunRequest, find_record
+from oscrepro.runs.record import RunRecord
+from oscrepro.tables.runs import MissingRunsError
 
 LAUNCHERS = ("inprocess", "joblib", "submitit_local", "submitit_slurm")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from oscrepro.utils.run_record import run_dir
+from oscrepro.runs.record import run_dir
 
 RENAMED: dict[str, str] = {
     **{f"fsn/{corpus}_{model}": "fsn/charlm" for corpus in ("enwik8", "codeparrot")

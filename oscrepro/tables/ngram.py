@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from oscrepro.data.integrity import setup_data
-from oscrepro.tables.compose import compose_run
+from oscrepro.runs.compose import compose_run
 
 
 def ngram_levels(train: np.ndarray, val: np.ndarray, vocab: int) -> dict[str, float]:

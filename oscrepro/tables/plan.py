@@ -7,10 +7,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig, open_dict
 
-from oscrepro.tables.runs import RunRequest
-from oscrepro.tables.spec import CONF_DIR, TableSpec
-from oscrepro.utils.run_record import run_dir
-from oscrepro.utils.validate import validate_config
+from oscrepro.runs.compose import CONF_DIR
+from oscrepro.runs.lookup import RunRequest
+from oscrepro.runs.record import run_dir
+from oscrepro.runs.validate import validate_config
+from oscrepro.tables.spec import TableSpec
 
 Cells = dict[tuple[int, str], list[RunRequest]]
 

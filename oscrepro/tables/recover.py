@@ -25,8 +25,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from oscrepro.tables.compose import CKPT_NAME, RunNotUsableError, compose_run
-from oscrepro.utils.run_record import RunRecord, run_id
+from oscrepro.runs.compose import CKPT_NAME, RunNotUsableError, compose_run
+from oscrepro.runs.record import RunRecord, run_id
 
 log = logging.getLogger(__name__)
 # metrics that measure the machine, not the model: never compared

@@ -22,11 +22,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from oscrepro.runs.record import atomic_write_text
 from oscrepro.tables.aggregate import Cell
 from oscrepro.tables.spec import TableSpec
 from oscrepro.tables.values import STAT_FIELDS, SeedStat
 from oscrepro.utils.provenance import provenance
-from oscrepro.utils.run_record import atomic_write_text
 
 
 def _fmt(x: float, digits: int) -> str:
@@ -165,7 +165,7 @@ def analysis_csv(columns: list[str], rows: list[dict[str, Any]]) -> tuple[list[s
 
 
 def write_csv(path: Path, fieldnames: list[str], rows: list[dict[str, Any]]) -> None:
-    """Write a table's csv whole or not at all (:func:`~oscrepro.utils.run_record.atomic_write_text`): a build
+    """Write a table's csv whole or not at all (:func:`~oscrepro.runs.record.atomic_write_text`): a build
     killed or out of disk space leaves the previous table, never half of one. Bytes as ``csv.DictWriter`` on a
     file opened with ``newline=""`` writes them."""
     buf = io.StringIO(newline="")

@@ -1,5 +1,6 @@
-"""The one place that finds and loads run records: compose a run's config, its run dir, the runs of another
-table's cells, and a finished run back in memory (config, data module, trained model).
+"""The engine's side of run records: the runs of a table's cells (training the missing ones on request) and a
+finished run back in memory (config, data module, trained model; weights kept out of git are retrained). Finding a
+record (:func:`oscrepro.runs.lookup.find_record`) is the runs layer's.
 
 Analysis tables read the runs of other tables (fqo Table 6 reads Table 4's TinyStories models, fsn Tables 2, 4, 5
 and Figure 2 read Table 1 and the ladder). They locate a cell's runs exactly as the engine plans them (same
@@ -9,9 +10,8 @@ that trains it, unless ``train_missing`` (set by smoke budgets, where those runs
 
 from __future__ import annotations
 
-import json
 import shlex
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,75 +23,18 @@ from torch import Tensor, nn
 
 from oscrepro.data.base import model_dims
 from oscrepro.data.integrity import instantiate_data
-from oscrepro.tables.compose import CKPT_NAME, RunNotUsableError, compose_run, path_override
+from oscrepro.runs.compose import CKPT_NAME, RunNotUsableError, path_override
+from oscrepro.runs.lookup import RunRequest, find_record, model_state_dict
+from oscrepro.runs.record import RunRecord
 from oscrepro.tables.recover import recover_checkpoint, recovered_note
-from oscrepro.tables.spec import CONF_DIR, SpecError, load_spec
-from oscrepro.utils.run_record import RunRecord, _drop, hashed_payload, run_dir
-
-MODEL_PREFIX = "model."  # BaseTask stores the backbone as ``self.model``
-# Keys that change where a run trains, not what it computes: a record trained with ``trainer=gpu`` serves a cell.
-DEVICE_KEYS = ("trainer.accelerator", "trainer.devices", "trainer.deterministic", "trainer.strategy")
+from oscrepro.tables.spec import SpecError, load_spec
 
 
 class MissingRunsError(FileNotFoundError):
     """A table needs finished runs (of itself or of another table) that are not in the results directory."""
 
 
-@dataclass
-class RunRequest:
-    """One training run a table needs: its overrides (seed included), composed config and record dir."""
-
-    overrides: list[str]
-    cfg: DictConfig
-    run_dir: Path
-
-    @classmethod
-    def compose(cls, overrides: list[str], conf_dir: Path = CONF_DIR) -> RunRequest:
-        cfg = compose_run(list(overrides), conf_dir)
-        return cls(list(overrides), cfg, run_dir(cfg))
-
-    @property
-    def record(self) -> RunRecord:
-        return RunRecord(self.run_dir)
-
-
 # ------------------------------------------------------------------------------------ runs of table cells
-def _normalised(cfg: DictConfig) -> str:
-    """The run-id payload (:func:`hashed_payload`) without :data:`DEVICE_KEYS`, as comparable text."""
-    payload = hashed_payload(cfg)
-    for dotted in DEVICE_KEYS:
-        _drop(payload, dotted)
-    return json.dumps(payload, sort_keys=True, default=str)
-
-
-def find_record(req: RunRequest) -> Path | None:
-    """The finished record of ``req``: its exact run dir, else a device-only variant (latest first)."""
-    if req.record.finished():
-        return req.run_dir
-    if not req.run_dir.parent.is_dir():
-        return None
-    want = _normalised(req.cfg)
-    hits = []
-    for cfg_path in req.run_dir.parent.glob("*/config.yaml"):
-        if RunRecord(cfg_path.parent).finished():
-            if _normalised(OmegaConf.load(cfg_path)) == want:
-                hits.append(cfg_path.parent)
-    return max(hits, key=lambda p: p.stat().st_mtime) if hits else None
-
-
-def serve_from_variants(reqs: Iterable[RunRequest]) -> None:
-    """Point every request whose exact record is not finished at its finished device-only variant
-    (:func:`find_record`), so that training skips it and aggregation and headers read the record that serves the
-    cell (a run trained with ``trainer=gpu`` serves the plain table; the header's *Trained on* line names its
-    machine). Requests left unfinished keep their own dir, where their training writes."""
-    found: dict[Path, Path | None] = {}
-    for r in reqs:
-        if r.run_dir not in found:
-            found[r.run_dir] = find_record(r)
-        if (hit := found[r.run_dir]) is not None:
-            r.run_dir = hit
-
-
 def cell_requests(source: str, budget: str, row: str, column: str | None, results_dir: Path,
                   overrides: list[str] | None = None) -> list[RunRequest]:
     """Run requests (one per seed) of cell (``row`` label, ``column`` name; default: the first run-backed
@@ -188,16 +131,6 @@ def resolve_run(path: str | Path) -> tuple[Path, Path]:
     if not ckpt.exists():
         raise RunNotUsableError(f"run {rdir} has no checkpoint {ckpt.relative_to(rdir)}: is it a finished run?")
     return rdir, ckpt
-
-
-def model_state_dict(ckpt_path: Path, map_location: str | torch.device = "cpu") -> dict[str, Tensor]:
-    """The backbone's parameters from a Lightning task checkpoint (``model.`` prefix stripped)."""
-    ckpt = torch.load(ckpt_path, map_location=map_location, weights_only=True)
-    state = ckpt.get("state_dict", ckpt)
-    out = {k[len(MODEL_PREFIX):]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
-    if not out:
-        raise RunNotUsableError(f"{ckpt_path}: no '{MODEL_PREFIX}*' entries in the checkpoint's state_dict")
-    return out
 
 
 @dataclass

@@ -17,7 +17,7 @@ rendered beside our numbers and never written into a reproduced column.
 Optional ``budget_map`` (``{cpu: paper}``) builds the table's runs at another budget than the one asked for (the
 leaderboard's SVA task runs at the paper budget when the board is built at ``cpu``: it fits this CPU). Optional
 ``match`` (``{knob: model.d_ff, reference: <row label>, tolerance: 0.01}``) sets each row's knob so that its
-model's parameter count is within the tolerance of the reference row's (``oscrepro.leaderboard.match``).
+model's parameter count is within the tolerance of the reference row's (``oscrepro.tables.match``).
 
 An *analysis* table (``kind: analysis``) names a callable (``_target_``) that computes its rows directly
 (e.g. Figure 2's Monte Carlo vs closed form).
@@ -43,7 +43,8 @@ from hydra.errors import OverrideParseException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+from oscrepro.runs.compose import CONF_DIR
+
 BUDGETS = ("smoke", "cpu", "paper")
 
 
@@ -171,11 +172,6 @@ def check_extra_overrides(spec: TableSpec, extra: list[str]) -> None:
     if clashes:
         raise OwnedOverrideError(f"table {spec.key}: {'; '.join(clashes)}; nothing was run or written "
                                  f"(overrides of what a table spec sets are refused, not silently replaced)")
-
-
-def config_groups(conf_dir: Path = CONF_DIR) -> tuple[str, ...]:
-    """The config group names (``experiment``, ``attention``, ``data``, ...): the folders of ``conf/``."""
-    return tuple(sorted(p.name for p in conf_dir.iterdir() if p.is_dir()))
 
 
 def available_tables(conf_dir: Path = CONF_DIR) -> list[str]:

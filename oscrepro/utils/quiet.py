@@ -98,7 +98,7 @@ RESUME_FILTERS: tuple[WarningFilter, ...] = (
     ),
     # Lightning's CSVLogger warns that "previous log files ... will be deleted" when logs/ is non-empty
     # (fabric/loggers/csv_logs.py ``_check_log_dir_exists``); it only ever deletes metrics.csv, which
-    # oscrepro.utils.history.set_aside has already folded into metrics.before_resume.csv, so nothing is lost.
+    # oscrepro.runs.history.set_aside has already folded into metrics.before_resume.csv, so nothing is lost.
     # Would go away if set_aside kept the earlier rows outside logs/.
     WarningFilter(
         message=r"Experiment logs directory .*logs exists and is not empty\.",

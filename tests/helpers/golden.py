@@ -7,9 +7,9 @@ import json
 import os
 from typing import Any
 
+from oscrepro.runs.record import hashed_payload
 from oscrepro.tables.plan import plan
 from oscrepro.tables.spec import BUDGETS, available_tables, load_spec
-from oscrepro.utils.run_record import hashed_payload
 
 
 def digest(payload: dict[str, Any]) -> str:

@@ -17,9 +17,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from oscrepro.runs.record import RunRecord
+from oscrepro.runs.record import run_dir as run_dir_for
 from oscrepro.train import train
-from oscrepro.utils.run_record import RunRecord
-from oscrepro.utils.run_record import run_dir as run_dir_for
 from tests.integration.test_exact_resume import CASES, RUN
 
 SMOKE = ["experiment=fqo/sva", "budget=smoke", "trainer.enable_progress_bar=false"]
@@ -80,7 +80,7 @@ def test_another_runs_checkpoint_is_refused_naming_both_runs(compose, results_di
     """Run A's last checkpoint (same shapes) placed under run B's id: B is refused in one message naming both ids
     and the checkpoints dir to delete, nothing is trained or recorded; a checkpoint without a run id too. Deleting
     the dir, as the message says, lets B train from the start."""
-    from oscrepro.utils.resume import RUN_ID_KEY, CheckpointOwnerError
+    from oscrepro.runs.resume import RUN_ID_KEY, CheckpointOwnerError
 
     a = compose(SMOKE + [f"paths.results_dir={results_dir}", "seed=0"])
     b = compose(SMOKE + [f"paths.results_dir={results_dir}", "seed=1"])

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from oscrepro import table as table_cli
+from oscrepro.runs.compose import path_override
 from oscrepro.table import build_table
 from oscrepro.tables.aggregate import aggregate
 from oscrepro.tables.chaos import ChaosReport, metrics_differences, run_metrics
-from oscrepro.tables.compose import path_override
 from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import render_runs_table
 from oscrepro.tables.spec import OwnedOverrideError, check_extra_overrides, load_spec

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from oscrepro.runs.record import run_dir, run_id
 from oscrepro.train import train
-from oscrepro.utils.run_record import run_dir, run_id
 
 TASKS = {  # one per task x backbone: classification (SVA), word LM, torus phase LM (complex FSN kernel)
     "sva_fqo": ["experiment=fqo/sva", "attention=fqo", "model.attention.d_osc=2"],

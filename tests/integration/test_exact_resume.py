@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from oscrepro.runs.record import run_dir as run_dir_for
 from oscrepro.train import train
-from oscrepro.utils.run_record import run_dir as run_dir_for
 
 CASES = {
     "fqo/sva": ["experiment=fqo/sva", "budget=smoke"],

@@ -10,7 +10,6 @@ import shutil
 import pytest
 import torch
 
-from oscrepro.analysis.run_helpers import attention_modules, first_val_inputs
 from oscrepro.attention.fqo_gain import CouplingGainOscillatorAttention
 from oscrepro.attention.fqo_relpos import RelPosAnchorOscillatorAttention
 from oscrepro.models.transformer import CausalLM
@@ -25,9 +24,12 @@ from oscrepro.papers.fqo.ode_checkpoint import (
     perplexity,
     scipy_agreement,
 )
-from oscrepro.tables.runs import MissingRunsError, RunNotUsableError, compose_run, load_run, model_state_dict
+from oscrepro.runs.compose import RunNotUsableError, compose_run
+from oscrepro.runs.lookup import model_state_dict
+from oscrepro.runs.record import run_dir as run_dir_for
+from oscrepro.tables.run_helpers import attention_modules, first_val_inputs
+from oscrepro.tables.runs import MissingRunsError, load_run
 from oscrepro.train import train
-from oscrepro.utils.run_record import run_dir as run_dir_for
 from tests.helpers.shared_data import require_shared
 
 TINY = ["model.d_model=16", "model.n_heads=2", "model.d_ff=32", "model.n_layers=2", "data.batch_size=8",

@@ -21,9 +21,10 @@ from oscrepro.papers.fsn.copy_depth_eval import (
     eval_slices,
     token_ce,
 )
-from oscrepro.tables.runs import compose_run, load_run
+from oscrepro.runs.compose import compose_run
+from oscrepro.runs.record import run_dir as run_dir_for
+from oscrepro.tables.runs import load_run
 from oscrepro.train import train
-from oscrepro.utils.run_record import run_dir as run_dir_for
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,11 @@ import pytest
 import torch
 import yaml
 
+from oscrepro.runs.compose import RunNotUsableError
+from oscrepro.runs.lookup import model_state_dict
+from oscrepro.runs.record import run_dir as run_dir_for
 from oscrepro.tables.recover import compare_metrics, has_checkpoint, recover_checkpoint
-from oscrepro.tables.runs import RunNotUsableError, model_state_dict
 from oscrepro.train import train
-from oscrepro.utils.run_record import run_dir as run_dir_for
 
 SMOKE = ["experiment=fqo/sva", "budget=smoke", "trainer.enable_progress_bar=false"]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from oscrepro.runs.record import run_dir as run_dir_for
 from oscrepro.train import train
-from oscrepro.utils.run_record import run_dir as run_dir_for
 
 SMOKE = ["experiment=fqo/sva", "budget=smoke", "trainer.enable_progress_bar=false"]
 
@@ -210,7 +210,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_and_nothing_runs(compose, r
     message naming the file, before anything is written (no record), and the payload never executes."""
     import torch
 
-    from oscrepro.utils.resume import CheckpointOwnerError
+    from oscrepro.runs.resume import CheckpointOwnerError
 
     cfg = compose(SMOKE + [f"paths.results_dir={results_dir}"])
     ckpt = _record(cfg) / "checkpoints" / "last.ckpt"
@@ -249,7 +249,7 @@ def test_select_tests_the_best_validation_epoch(compose, results_dir, tmp_path):
 def test_bad_select_is_refused_before_anything_runs(compose, results_dir):
     import pytest
 
-    from oscrepro.utils.validate import ConfigError
+    from oscrepro.runs.validate import ConfigError
 
     cfg = compose(SMOKE + [f"paths.results_dir={results_dir}", "+select.monitor=test/acc", "+select.mode=max"])
     with pytest.raises(ConfigError, match="select="):

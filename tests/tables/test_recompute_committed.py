@@ -1,8 +1,8 @@
 """Every committed runs-table cell recomputes from the committed run records (as test_run_identity checks ids).
 
-A committed table whose numbers no record in git gives is a number nobody can check. The engine's own planning and
-aggregation (:func:`oscrepro.table.recompute_mismatches`: matched widths, device-only variants, the decided seeds)
-read the records under results/runs and must give every cell's mean, std and n as the committed csv has them.
+A committed table whose numbers no record in git gives is a number nobody can check. The engine's own planning
+and aggregation (:func:`oscrepro.tables.build.recompute_mismatches`: matched widths, device-only variants, the decided
+seeds) read the records under results/runs and must give every cell's mean, std and n as the committed csv has them.
 
 Tables built before records were kept in git and not yet rebuilt are listed in :data:`NOT_YET_REBUILT` with the
 measured cost of rebuilding them; they are strict xfails, so the test fails the day one of them recomputes (then
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from oscrepro.claims.scoreboard import table_csv
-from oscrepro.table import recompute_mismatches
+from oscrepro.tables.build import recompute_mismatches
 from oscrepro.tables.spec import BUDGETS, available_tables, load_spec
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"

@@ -1,4 +1,5 @@
-"""The package layout holds: no import cycles, and the core never imports a paper package.
+"""The package layout holds: no import cycles between modules or between packages, the layers import only
+downwards (the runs layer below training and the table engine), and the core never imports a paper package.
 
 The import graph is built from the source with ``ast`` (every ``import`` / ``from ... import``, at module level or
 inside functions, between ``oscrepro`` modules), so a lazy import inside a function counts as an edge too.
@@ -69,8 +70,55 @@ def test_graph_builder_sees_edges_and_cycles():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
     graph = import_graph()
-    assert "oscrepro.tables.runs" in graph["oscrepro.tables.plan"]
+    assert "oscrepro.runs.lookup" in graph["oscrepro.tables.plan"]
     assert "oscrepro.train" in graph["oscrepro.tables.runs"]  # imported inside source_runs()
+    assert package_graph({"oscrepro.a.x": {"oscrepro.b.y"}, "oscrepro.b.y": {"oscrepro.a.z"}}) == {
+        "oscrepro.a": {"oscrepro.b"}, "oscrepro.b": {"oscrepro.a"}}
+
+
+def package(module: str) -> str:
+    """The layer a module belongs to: ``oscrepro.<first>`` (``oscrepro.table``, ``oscrepro.train`` are their own)."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """package -> the other packages its modules import (function-level imports included)."""
+    out: dict[str, set[str]] = {}
+    for mod, targets in graph.items():
+        out.setdefault(package(mod), set()).update(package(t) for t in targets if package(t) != package(mod))
+    return out
+
+
+def test_no_cycles_between_packages():
+    """A cycle between packages (``train`` -> ``tables`` -> ``train`` through a lazy import) makes every change a
+    two-package change; none is left, counting imports inside functions."""
+    cycle = find_cycle(package_graph(import_graph()))
+    assert cycle is None, "package cycle: " + " -> ".join(cycle or [])
+
+
+# Layers, bottom to top: a package may import only packages of lower layers (or its own).
+LAYERS = [
+    {"oscrepro.utils"},
+    {"oscrepro.data", "oscrepro.attention"},
+    {"oscrepro.runs"},
+    {"oscrepro.models", "oscrepro.analysis"},
+    {"oscrepro.tasks"},
+    {"oscrepro.train"},
+    {"oscrepro.bench", "oscrepro.tables"},
+    {"oscrepro.claims", "oscrepro.leaderboard"},
+    {"oscrepro.table", "oscrepro.report"},
+    {"oscrepro.papers"},
+]
+
+
+def test_layers_import_only_downwards():
+    rank = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+    graph = package_graph(import_graph())
+    unknown = sorted(set(graph) - set(rank) - {"oscrepro"})
+    assert not unknown, f"packages without a layer in LAYERS: {unknown}"
+    upward = sorted(f"{a} -> {b}" for a, ts in graph.items() for b in ts
+                    if a in rank and b in rank and rank[b] > rank[a])
+    assert not upward, f"imports against the layering: {upward}"
 
 
 def test_no_import_cycles():

@@ -29,12 +29,13 @@ from omegaconf import OmegaConf
 
 from oscrepro.data.integrity import instantiate_data
 from oscrepro.data.paths import DatasetNotFoundError
-from oscrepro.tables.compose import path_override
+from oscrepro.runs.compose import path_override
+from oscrepro.runs.lookup import RunRequest, find_record
+from oscrepro.runs.record import RunRecord
 from oscrepro.tables.launch import Progress, launch
-from oscrepro.tables.runs import RunRequest, find_record, source_runs
+from oscrepro.tables.runs import source_runs
 from oscrepro.tables.spec import SpecError, load_spec
 from oscrepro.tables.values import SeedStat
-from oscrepro.utils.run_record import RunRecord
 
 MECHANISM_KEYS = ("attention", "model.attention.")  # override keys that pick or configure the mechanism
 

@@ -37,7 +37,7 @@ from hydra.utils import instantiate
 from torch import Tensor, nn
 
 from oscrepro.bench.harness import measure_alternating, peak_memory_mb
-from oscrepro.tables.runs import compose_run
+from oscrepro.runs.compose import compose_run
 
 Table = tuple[list[str], list[dict[str, Any]], list[str]]
 Pass = Callable[[nn.Module, Tensor], None]

@@ -24,7 +24,7 @@ import torch
 from hydra.utils import instantiate
 from torch import nn
 
-from oscrepro.tables.runs import compose_run
+from oscrepro.runs.compose import compose_run
 
 Table = tuple[list[str], list[dict[str, Any]], list[str]]
 

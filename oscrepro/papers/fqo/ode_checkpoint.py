@@ -35,11 +35,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.analysis.run_helpers import attention_modules
 from oscrepro.attention.base import Aux
 from oscrepro.attention.fqo import NORM_EPS, FixedQueryOscillatorAttention
 from oscrepro.papers.fqo.lohe_ode import integrate_fixed_points
 from oscrepro.papers.fqo.ode_convergence import convergence_table, sample_sphere
+from oscrepro.tables.run_helpers import attention_modules
 
 FixedPointFn = Callable[[Tensor], Tensor]  # h (B, H, T, N) -> z (B, H, T, N)
 # Keyword arguments of convergence_table that the Table 6 spec (conf/table/fqo/table6.yaml) sets.

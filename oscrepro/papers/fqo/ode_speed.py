@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from oscrepro.analysis.run_helpers import num_threads
 from oscrepro.papers.fqo.ode_convergence import convergence_table, random_problem
+from oscrepro.tables.run_helpers import num_threads
 
 FRACS = ("frac_converged", "frac_apparent_antipodal", "frac_degenerate")
 VERDICTS = ("converged", "apparent_antipodal", "degenerate", "intermediate")

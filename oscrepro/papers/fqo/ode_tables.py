@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from oscrepro.analysis.run_helpers import first_val_inputs, num_threads
 from oscrepro.papers.fqo.ode_checkpoint import (
     ODE_KEYS,
     collect_problem,
@@ -30,6 +29,7 @@ from oscrepro.papers.fqo.ode_checkpoint import (
     scipy_agreement,
 )
 from oscrepro.papers.fqo.ode_convergence import plot_figure7, tmax_sweep
+from oscrepro.tables.run_helpers import first_val_inputs, num_threads
 from oscrepro.tables.runs import MissingRunsError, load_run, source_runs
 from oscrepro.tables.spec import SpecError, load_spec
 

@@ -54,8 +54,8 @@ from oscrepro.papers.fsn.copy_depth import (
     delta_bits,
     evaluation_slices,
 )
+from oscrepro.runs.record import LOCATION_KEYS, RunRecord
 from oscrepro.tables.runs import LoadedRun, load_run
-from oscrepro.utils.run_record import LOCATION_KEYS, RunRecord
 
 # loader settings and where the copy lives (the run identity's location keys) do not change which tokens are scored;
 # the records' data fingerprints (status.json) are compared instead of the location

@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
+from oscrepro.runs.compose import compose_run
 from oscrepro.tables.ngram import ngram_notes
-from oscrepro.tables.runs import MissingRunsError, compose_run, load_run, source_runs
+from oscrepro.tables.runs import MissingRunsError, load_run, source_runs
 
 
 def _seed(run_dir: Path) -> int:

@@ -41,9 +41,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from oscrepro.analysis.run_helpers import num_threads
 from oscrepro.bench.harness import _fwd, _fwd_bwd, attention_factory, measure_alternating, peak_memory_mb
 from oscrepro.bench.osciformer_kernel import _Timed, xor_times
+from oscrepro.tables.run_helpers import num_threads
 
 AXES = ("seq_len", "d_model", "n_modes")  # the three sweeps, in table order
 SYMBOL = {"seq_len": "N", "d_model": "d", "n_modes": "J"}

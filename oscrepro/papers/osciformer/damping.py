@@ -32,7 +32,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from oscrepro.analysis.run_helpers import attention_modules, num_threads
+from oscrepro.tables.run_helpers import attention_modules, num_threads
 from oscrepro.tables.runs import MissingRunsError, load_run, source_runs
 from oscrepro.tables.values import SeedStat
 

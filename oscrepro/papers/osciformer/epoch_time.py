@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from oscrepro.analysis.run_helpers import num_threads
 from oscrepro.bench.epoch_ratio import measure
+from oscrepro.tables.run_helpers import num_threads
 
 LABELS = {"osciformer": "OsciFormer", "contiformer": "ContiFormer", "softmax": "Transformer (softmax)"}
 

@@ -33,10 +33,10 @@ from omegaconf import OmegaConf
 
 from oscrepro.data.resonance import forecast_amplitudes
 from oscrepro.papers.osciformer.resonance_figs import collect
+from oscrepro.runs.record import RunRecord
 from oscrepro.tables.recover import recovered_note
 from oscrepro.tables.runs import load_run
 from oscrepro.tables.values import SeedStat
-from oscrepro.utils.run_record import RunRecord
 
 # (row label, key in the spec's ``paper`` mapping)
 QUANTITIES = (("validation MSE", "val_mse"), ("validation RMSE", "val_rmse"), ("corr(ŷ, y_target)", "corr"),

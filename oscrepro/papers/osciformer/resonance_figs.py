@@ -37,12 +37,13 @@ import torch
 from omegaconf import OmegaConf
 
 from oscrepro.data.base import model_dims
-from oscrepro.tables.compose import path_override
+from oscrepro.runs.compose import path_override
+from oscrepro.runs.lookup import RunRequest
+from oscrepro.runs.record import RunRecord
 from oscrepro.tables.launch import finished_runs
 from oscrepro.tables.recover import recovered_note
-from oscrepro.tables.runs import MissingRunsError, RunRequest, load_run
+from oscrepro.tables.runs import MissingRunsError, load_run
 from oscrepro.tables.values import SeedStat
-from oscrepro.utils.run_record import RunRecord
 
 
 def transfer_magnitude(omega: np.ndarray, omega0: float, gamma: float) -> np.ndarray:

@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from oscrepro.tables.compose import path_override
+from oscrepro.runs.compose import path_override
+from oscrepro.runs.lookup import RunRequest
 from oscrepro.tables.launch import finished_runs
-from oscrepro.tables.runs import RunRequest, load_run
+from oscrepro.tables.runs import load_run
 from oscrepro.tables.values import SeedStat
 from oscrepro.tasks.regression import MODEL_KEYS
 

@@ -12,7 +12,8 @@ from omegaconf import OmegaConf
 
 from oscrepro.data import glue as glue_data
 from oscrepro.papers.coupledqk import glue
-from oscrepro.tables.runs import MissingRunsError, cell_requests, find_record, source_runs
+from oscrepro.runs.lookup import find_record
+from oscrepro.tables.runs import MissingRunsError, cell_requests, source_runs
 from oscrepro.tables.spec import SpecError, load_spec
 from tests.helpers.shared_data import require_shared
 from tests.papers.coupledqk.test_attention_maps import use_tiny_source

@@ -26,9 +26,10 @@ from oscrepro.papers.fsn.kernel_reading import (
     value_gate_negative_fraction,
 )
 from oscrepro.papers.fsn.wallclock import Curve, crossing_ratios, crossing_time, read_curve
+from oscrepro.runs.lookup import find_record
 from oscrepro.table import build_table
 from oscrepro.tables.plan import plan
-from oscrepro.tables.runs import MissingRunsError, cell_requests, find_record
+from oscrepro.tables.runs import MissingRunsError, cell_requests
 from oscrepro.tables.spec import available_tables, load_spec
 
 RUNS_TABLES = ["fsn/table1", "fsn/ladder", "fsn/screen"]

@@ -11,7 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from oscrepro.papers.osciformer.damping import damping_regimes, learned_damping
-from oscrepro.tables.runs import compose_run, load_run, model_state_dict
+from oscrepro.runs.compose import compose_run
+from oscrepro.runs.lookup import model_state_dict
+from oscrepro.tables.runs import load_run
 from oscrepro.train import train
 
 

@@ -13,7 +13,8 @@ from scipy import stats
 from oscrepro.claims.decide import predictive_power, write_decided
 from oscrepro.claims.ledger import ledger_verdict
 from oscrepro.claims.sequential import look_levels
-from oscrepro.tables.spec import CONF_DIR, load_spec
+from oscrepro.runs.compose import CONF_DIR
+from oscrepro.tables.spec import load_spec
 
 
 def _simulated_power(effect: float, spread: float, n: int, big_n: int, level: float, lo: float,

@@ -152,8 +152,8 @@ def test_budgets_restrict_where_a_claim_is_judged(tree: tuple[Path, Path]) -> No
 
 
 def test_a_paper_only_claim_is_not_judged_at_cpu_by_a_table_build_either(tmp_path: Path) -> None:
-    """check_table is what a table build (oscrepro.table.refresh_claims) and `make claims` both use: a claim with
-    budgets [paper] gets no verdict on the cpu table."""
+    """check_table is what a table build (oscrepro.claims.scoreboard.refresh_table_claims) and `make claims` both
+    use: a claim with budgets [paper] gets no verdict on the cpu table."""
     from oscrepro.claims.scoreboard import check_table
 
     spec = yaml.safe_load(SPEC)

@@ -94,7 +94,7 @@ def test_impossible_settings_are_refused(kw: dict) -> None:
 def test_impossible_settings_are_refused_at_construction_in_one_message() -> None:
     """The data module checks its setting when constructed (before any generation, so a run is refused, not
     failed): one ConfigError naming every bad key and how to fix it."""
-    from oscrepro.utils.validate import ConfigError
+    from oscrepro.runs.validate import ConfigError
 
     with pytest.raises(ConfigError) as err:
         MQARDataModule(vocab_size=64, seq_len=130, n_kv_pairs=40)  # too short for 40 pairs, and too few keys

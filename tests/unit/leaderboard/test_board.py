@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from oscrepro.leaderboard.board import Entry, plot_board, rank, read_task, render_board
-from oscrepro.leaderboard.match import MatchError, with_matched_rows
-from oscrepro.table import matched_widths
+from oscrepro.tables.build import matched_widths
+from oscrepro.tables.match import MatchError, with_matched_rows
 from oscrepro.tables.spec import Row, SpecError, load_spec
 
 

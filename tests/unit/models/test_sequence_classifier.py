@@ -17,10 +17,10 @@ from torch.utils.data import DataLoader, TensorDataset
 from oscrepro.attention.softmax import SoftmaxAttention
 from oscrepro.models.gpt import GPTLM
 from oscrepro.models.sequence_classifier import SequenceClassifier, pretrained_backbone, pretrained_checkpoint
-from oscrepro.tables.runs import RunNotUsableError
+from oscrepro.runs.compose import RunNotUsableError
+from oscrepro.runs.record import RunRecord
 from oscrepro.tasks.language_modeling import LanguageModelTask
 from oscrepro.train import callbacks
-from oscrepro.utils.run_record import RunRecord
 
 V, C = 23, 3
 TINY_GPT = {"_target_": "oscrepro.models.gpt.GPTLM", "d_model": 16, "n_heads": 2, "n_layers": 2, "d_ff": 32,

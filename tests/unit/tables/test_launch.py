@@ -65,7 +65,7 @@ def test_a_build_with_missing_runs_exits_non_zero(tmp_path, monkeypatch, capsys)
 
 
 def test_a_complete_table_has_no_incomplete_cells(tmp_path):
-    from oscrepro.table import incomplete_cells
+    from oscrepro.tables.build import incomplete_cells
 
     csv_path = tmp_path / "t.csv"
     csv_path.write_text("row,column,n_failed,n_missing\nA,x,0,0\nB,x,0,0\n")

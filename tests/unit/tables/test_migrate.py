@@ -7,10 +7,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from oscrepro.runs.record import run_id
 from oscrepro.tables.migrate import migrate
 from oscrepro.tables.plan import plan
 from oscrepro.tables.spec import load_spec
-from oscrepro.utils.run_record import run_id
 
 OLD = Path(__file__).resolve().parents[2] / "fixtures" / "pre_restructuring_fsn_record.yaml"
 CELL = "fsn/table1|cpu|codeparrot — Transformer (RoPE, SwiGLU)|bpc|0"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
+from oscrepro.runs.lookup import RunRequest
 from oscrepro.tables.plan import plan
-from oscrepro.tables.runs import RunRequest
 from oscrepro.tables.spec import load_spec
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from oscrepro.tables.runs import compose_run
+from oscrepro.runs.compose import compose_run
 from oscrepro.tasks.schedules import warmup_cosine, warmup_cosine_factor
 from oscrepro.train import build, make_trainer
 

@@ -6,9 +6,9 @@ import copy
 
 import torch
 
-from oscrepro.tables.runs import compose_run
+from oscrepro.runs.compose import compose_run
+from oscrepro.runs.record import run_id
 from oscrepro.train import build
-from oscrepro.utils.run_record import run_id
 
 
 def _train(task, batches, **opt_kwargs) -> list[torch.Tensor]:

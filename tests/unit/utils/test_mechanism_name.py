@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from oscrepro.tables.compose import compose_run
-from oscrepro.utils.run_record import run_id, with_mechanism
+from oscrepro.runs.compose import compose_run
+from oscrepro.runs.record import run_id, with_mechanism
 
 
 @pytest.mark.parametrize(("overrides", "name"), [

@@ -6,7 +6,7 @@ import pytest
 from omegaconf import OmegaConf
 
 import oscrepro  # noqa: F401  (registers the resolvers)
-from oscrepro.tables.runs import compose_run
+from oscrepro.runs.compose import compose_run
 
 
 def test_imul_and_idiv_resolve() -> None:

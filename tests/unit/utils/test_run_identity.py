@@ -10,9 +10,9 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from oscrepro.tables.compose import compose_run
+from oscrepro.runs.compose import compose_run
+from oscrepro.runs.record import run_id
 from oscrepro.utils import provenance
-from oscrepro.utils.run_record import run_id
 
 ROOT = Path(__file__).resolve().parents[3]
 

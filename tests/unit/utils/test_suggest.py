@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from oscrepro.tables.compose import compose_run
-from oscrepro.tables.spec import config_groups
+from oscrepro.runs.compose import compose_run, config_groups
 from oscrepro.utils.suggest import unknown_key_message
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -1,5 +1,5 @@
 """Mechanism <-> backbone compatibility and each mechanism's shape rules, read from the classes' own declarations
-before anything is built (called by :func:`oscrepro.utils.validate.config_problems`).
+before anything is built (called by :func:`oscrepro.runs.validate.config_problems`).
 
 ``attention=fqo`` on ``experiment=fsn/charlm``, ``model.d_model=7 model.n_heads=2`` or ``attention=gqa
 model.n_heads=6 model.attention.n_kv_heads=4`` used to fail inside ``instantiate`` or the first forward, as a
@@ -84,7 +84,7 @@ def experiment_contracts(conf_dir: Path) -> dict[str, str | None]:
     on their own are left out."""
     from hydra import compose
 
-    from oscrepro.utils.sweep import isolated_hydra
+    from oscrepro.runs.sweep import isolated_hydra
 
     out = {}
     with isolated_hydra(conf_dir):
@@ -126,7 +126,7 @@ def mismatch_message(backbone: type, contract: str | None, mechanism: type | Non
 def attention_shape(backbone: type, model: Mapping[str, Any]) -> dict[str, int] | None:
     """The ``d_model`` / ``n_heads`` the backbone builds its mechanism with, from its config (its declaration
     ``attention_shape`` maps each to a dotted key); None when one is unset or not a positive integer (the leaf
-    rules of oscrepro.utils.validate report those)."""
+    rules of oscrepro.runs.validate report those)."""
     shape = {}
     for arg, key in getattr(backbone, "attention_shape", DEFAULT_SHAPE).items():
         value: Any = model
@@ -189,7 +189,7 @@ def model_problems(cfg: DictConfig, conf_dir: Path | None = None) -> list[str]:
     except Exception:  # noqa: BLE001 -- an interpolation that does not resolve: its reader reports it
         return []
     if conf_dir is None:
-        from oscrepro.tables.spec import CONF_DIR
+        from oscrepro.runs.compose import CONF_DIR
 
         conf_dir = CONF_DIR
     taken = accepted_keys(backbone)

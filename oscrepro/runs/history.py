@@ -15,8 +15,8 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
+from oscrepro.runs.record import atomic_write_text
 from oscrepro.utils.callbacks import WALL_COLUMN
-from oscrepro.utils.run_record import atomic_write_text
 
 PRIOR_NAME = "metrics.before_resume.csv"
 

@@ -1,5 +1,5 @@
-"""History-free TPP reference (oscrepro.tasks.tpp_reference): MLE rates, and its LL / accuracy / RMSE against a
-hand computation of the homogeneous Poisson likelihood on a small right-padded case."""
+"""History-free TPP reference (oscrepro.papers.osciformer.tpp_reference): MLE rates, and its LL / accuracy /
+RMSE against a hand computation of the homogeneous Poisson likelihood on a small right-padded case."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from oscrepro.tasks.tpp_reference import history_free_reference, poisson_rates
+from oscrepro.papers.osciformer.tpp_reference import history_free_reference, poisson_rates
 
 # two rows of 4 and 3 events (right-padded), 2 types; times from each row's start
 TIMES = np.array([[0.0, 1.0, 1.5, 4.0], [0.0, 2.0, 3.0, 3.0]])

@@ -14,7 +14,7 @@ accepted wherever a rule allows "unset" (``max_len: null`` = no cap).
 A few rules read several keys: the seed must fit the RNGs it seeds (``seed=4294967296`` used to fail inside
 ``seed_everything``); a run must train at least one step (``trainer.max_epochs=0`` trained nothing and recorded
 the untrained model's metrics as ``ok``); and the model's classes declare what fits together
-(:mod:`oscrepro.utils.contracts`: mechanism <-> backbone, each mechanism's shape rules such as ``d_model``
+(:mod:`oscrepro.runs.contracts`: mechanism <-> backbone, each mechanism's shape rules such as ``d_model``
 divisible by ``n_heads``).
 """
 
@@ -28,11 +28,8 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig
 
-from oscrepro.utils.contracts import model_problems
-
-
-class ConfigError(ValueError):
-    """One or more config values out of their allowed range; the message lists each key, value and rule."""
+from oscrepro.runs.contracts import model_problems
+from oscrepro.utils.errors import ConfigError
 
 
 def _is_int(v: Any) -> bool:

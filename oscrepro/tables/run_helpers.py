@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from oscrepro.tables.runs import LoadedRun
+from oscrepro.tables.runs import LoadedRun
 
 
 @contextmanager

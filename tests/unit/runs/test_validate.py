@@ -1,4 +1,4 @@
-"""Config validation (oscrepro.utils.validate): each bad value the reliability issue lists gives one message that
+"""Config validation (oscrepro.runs.validate): each bad value the reliability issue lists gives one message that
 names the key, the value and the rule, before anything is written; valid configs pass (every table cell of every
 budget is validated by the plan, so the golden-config test covers them)."""
 
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from oscrepro.runs.validate import ConfigError, config_problems
 from oscrepro.train import train
-from oscrepro.utils.validate import ConfigError, config_problems
 
 SMOKE = ["experiment=fqo/sva", "budget=smoke", "trainer.enable_progress_bar=false"]
 BAD = [

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from oscrepro.data.integrity import instantiate_data
+from oscrepro.tables.plan import plan
 from oscrepro.tasks.tpp_likelihood import log_likelihood, reduce_ll
 
 
@@ -62,7 +63,6 @@ def reference_notes(spec: Any, cells: Any, out_dir: Path, budget: str, results_d
                     ll_convention: str = "sequence_mean") -> list[str]:
     """Table ``post`` hook: one header line with the history-free test scores of every event set the table's
     columns use, on the rows of the table's own first-row config at this budget."""
-    from oscrepro.tables.plan import plan  # the table engine imports tasks, not the other way round
 
     requests = plan(spec, budget)
     done: set[str] = set()

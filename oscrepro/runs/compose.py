@@ -1,7 +1,7 @@
 """Compose a run's config as ``python -m oscrepro.train`` does, and the names every run reader shares.
 
-Kept apart from :mod:`oscrepro.tables.runs` so that :mod:`oscrepro.tables.recover` (which ``runs`` calls to get
-back the weights of records kept without them) can compose a run without importing ``runs``.
+The bottom of the runs layer: training (:mod:`oscrepro.train`), the table engine (:mod:`oscrepro.tables`) and the
+runs CLI (:mod:`oscrepro.runs`) compose a run's config here, so a cell's run id is the id ``train`` gives it.
 """
 
 from __future__ import annotations
@@ -13,14 +13,19 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.types import Quote, QuotedString
 from omegaconf import DictConfig, open_dict
 
-from oscrepro.tables.spec import CONF_DIR
-from oscrepro.utils.run_record import MECHANISM_GROUP, with_mechanism
+from oscrepro.runs.record import MECHANISM_GROUP, with_mechanism
 
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 CKPT_NAME = "last.ckpt"
 
 
 class RunNotUsableError(RuntimeError):
     """The run record has no checkpoint, or did not finish with status ``ok``."""
+
+
+def config_groups(conf_dir: Path = CONF_DIR) -> tuple[str, ...]:
+    """The config group names (``experiment``, ``attention``, ``data``, ...): the folders of ``conf/``."""
+    return tuple(sorted(p.name for p in conf_dir.iterdir() if p.is_dir()))
 
 
 def path_override(key: str, path: str | Path) -> str:

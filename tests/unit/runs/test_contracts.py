@@ -1,16 +1,16 @@
-"""What the model classes declare (oscrepro.utils.contracts) and the training-length rules (oscrepro.utils.validate):
+"""What the model classes declare (oscrepro.runs.contracts) and the training-length rules (oscrepro.runs.validate):
 each rule is reported before anything is built, and the class itself refuses the same config when built directly
 (the declaration is the constructor's check, so the two cannot drift apart); valid configs pass. The multirun
-plan (oscrepro.utils.sweep) expands a sweep into the jobs Hydra's basic sweeper runs."""
+plan (oscrepro.runs.sweep) expands a sweep into the jobs Hydra's basic sweeper runs."""
 
 from __future__ import annotations
 
 import pytest
 from hydra.utils import instantiate
 
-from oscrepro.tables.spec import CONF_DIR
-from oscrepro.utils import sweep
-from oscrepro.utils.validate import config_problems
+from oscrepro.runs import sweep
+from oscrepro.runs.compose import CONF_DIR
+from oscrepro.runs.validate import config_problems
 
 SVA = ["experiment=fqo/sva", "budget=smoke"]
 CHARLM = ["experiment=fsn/charlm", "budget=smoke"]

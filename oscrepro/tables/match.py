@@ -24,9 +24,6 @@ from torch import nn
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 TOLERANCE = 0.01
-VECTOR_MECHANISMS = ("softmax", "fqo", "ssa", "coupled_qk", "gqa", "diff", "osciformer", "contiformer")
-# fsn / kuramoto act on phase states (model=torus_lm, their own backbone; matched to the RoPE transformer in
-# fsn Table 3): they are not vector-contract mechanisms and are matched there, not here.
 
 
 class MatchError(ValueError):
@@ -83,9 +80,10 @@ def match_d_ff(build: Callable[[int], nn.Module], target: int, start: int, atten
     return matched
 
 
-def match_all(backbone: str, dims: dict[str, int], mechanisms: tuple[str, ...] = VECTOR_MECHANISMS,
-              reference: str = "softmax", **overrides: Any) -> list[Matched]:
-    """Every mechanism matched to the reference mechanism's count at the backbone's own d_ff."""
+def match_all(backbone: str, dims: dict[str, int], mechanisms: tuple[str, ...], reference: str = "softmax",
+              **overrides: Any) -> list[Matched]:
+    """Every mechanism (``conf/attention/<name>.yaml``) matched to the reference mechanism's count at the
+    backbone's own d_ff."""
     base_ff = int(OmegaConf.load(CONF / "model" / f"{backbone}.yaml").d_ff)
     target = n_params(builder(backbone, reference, dims, **overrides)(base_ff))
     return [match_d_ff(builder(backbone, m, dims, **overrides), target, base_ff, m) for m in mechanisms]
@@ -107,7 +105,7 @@ def match_rows(spec: Any, budget: str, extra: list[str] | None = None) -> list[M
     """For a table spec with ``match`` (``oscrepro.tables.spec``): each row's knob (``model.d_ff``) that brings its
     model within the tolerance of the reference row's count, as the row's first column composes it at ``budget``
     (data dims from the data module, as training gets them). The reference keeps its own knob value."""
-    from oscrepro.tables.compose import compose_run
+    from oscrepro.runs.compose import compose_run
 
     knob = str(spec.match["knob"])
     if not knob.startswith("model."):

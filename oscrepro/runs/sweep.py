@@ -26,7 +26,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig
 
-from oscrepro.utils.run_record import RunRecord, run_dir
+from oscrepro.runs.record import RunRecord, run_dir
 from oscrepro.utils.suggest import one_value_each
 
 BASIC_SWEEPER = f"{BasicSweeper.__module__}.{BasicSweeper.__name__}"
