@@ -18,10 +18,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from oscrepro.runs.record import hashed_payload
 from oscrepro.tables.ngram import corpus_levels
 from oscrepro.tables.plan import plan
 from oscrepro.tables.spec import load_spec
-from oscrepro.utils.run_record import hashed_payload
 
 OUT = Path("results/fsn/cpu")
 RUNS = Path("results/runs/fsn/charlm")
