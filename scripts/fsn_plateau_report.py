@@ -18,8 +18,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from oscrepro.papers.fsn.ngram import corpus_levels
 from oscrepro.runs.record import hashed_payload
-from oscrepro.tables.ngram import corpus_levels
 from oscrepro.tables.plan import plan
 from oscrepro.tables.spec import load_spec
 
@@ -52,7 +52,7 @@ HEAD = """# fsn at `cpu`: the bigram plateau (issue 16 diagnostics)
 Written by `scripts/fsn_plateau_report.py` from the run records and the two curve logs beside this file.
 
 At the `cpu` budget (batch 8 × 256, constant lr 1e-3, 2,000 steps) three kinds of FSN run end near the corpus's
-**bigram level** (enwik8 stand-in {enwik:.3f}, codeparrot stand-in {code:.3f} bits/char; `oscrepro.tables.ngram`),
+**bigram level** (enwik8 stand-in {enwik:.3f}, codeparrot stand-in {code:.3f} bits/char; `oscrepro.papers.fsn.ngram`),
 while the transformer and the 1M/2M FSN on enwik8 leave it:
 
 | run (Table 1 / ladder at `cpu`) | val bpc at 500 / 1,000 / 1,500 / 2,000 steps |

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
+from oscrepro.papers.fsn.ngram import ngram_notes
 from oscrepro.runs.compose import compose_run
-from oscrepro.tables.ngram import ngram_notes
 from oscrepro.tables.runs import MissingRunsError, load_run, source_runs
 
 
@@ -204,7 +204,7 @@ def fsn_ladder_notes(spec: Any, cells: dict, out_dir: Path, budget: str, results
                      transformer_params: str, paper_lighter_percent: dict[str, float],
                      corpora: dict[str, list[str]] | None = None) -> list[str]:
     """Ladder post hook: how much lighter each FSN rung is than its transformer partner, ours vs §4.5; with
-    ``corpora``, the corpus's unigram / bigram levels (:func:`oscrepro.tables.ngram.ngram_notes`)."""
+    ``corpora``, the corpus's unigram / bigram levels (:func:`oscrepro.papers.fsn.ngram.ngram_notes`)."""
     notes = ngram_notes(spec, cells, out_dir, budget, results_dir, corpora) if corpora else []
     for ri, row in enumerate(spec.rows):
         f, x = cells[(ri, fsn_params)].mean, cells[(ri, transformer_params)].mean

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from oscrepro import table as table_cli
+from oscrepro.tables import build as engine
 from oscrepro.claims.__main__ import dirty_tables, render
 
 
@@ -26,9 +26,9 @@ def test_dirty_tables_lists_only_tables_built_from_uncommitted_code(tmp_path: Pa
 
 
 def test_a_build_on_a_dirty_tree_says_so(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
-    monkeypatch.setattr(table_cli, "git_commit", lambda: "abc1234+dirty")
-    table_cli.warn_if_dirty("fqo/table2")
+    monkeypatch.setattr(engine, "git_commit", lambda: "abc1234+dirty")
+    engine.warn_if_dirty("fqo/table2")
     assert "built from uncommitted code (commit abc1234+dirty)" in capsys.readouterr().err
-    monkeypatch.setattr(table_cli, "git_commit", lambda: "abc1234")
-    table_cli.warn_if_dirty("fqo/table2")
+    monkeypatch.setattr(engine, "git_commit", lambda: "abc1234")
+    engine.warn_if_dirty("fqo/table2")
     assert capsys.readouterr().err == ""

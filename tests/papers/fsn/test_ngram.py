@@ -1,11 +1,11 @@
-"""The n-gram reference levels of char-LM tables (oscrepro.tables.ngram) against hand-computed values."""
+"""The n-gram reference levels of char-LM tables (oscrepro.papers.fsn.ngram) against hand-computed values."""
 
 import math
 
 import numpy as np
 import pytest
 
-from oscrepro.tables.ngram import ngram_levels
+from oscrepro.papers.fsn.ngram import ngram_levels
 
 
 def test_levels_by_hand():
