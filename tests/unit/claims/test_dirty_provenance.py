@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from oscrepro.tables import build as engine
 from oscrepro.claims.__main__ import dirty_tables, render
+from oscrepro.tables import build as engine
 
 
 def _table(path: Path, commit: str) -> Path:

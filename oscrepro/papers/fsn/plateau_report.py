@@ -5,8 +5,8 @@ records of Table 1 / the ladder and the logged curves of the diagnostic runs (wh
     results/fsn/cpu/plateau_mf_cpu.txt        FSN-MF trained on to 3,000 steps on the 2-core CPU
     results/fsn/cpu/anneal_pilot.txt          Table 1 rows retrained with a half-cosine learning-rate decay
 
-    python scripts/fsn_plateau_report.py
-    python scripts/fsn_plateau_report.py --collect DIR   # first: anneal_pilot.txt from the pilot records in DIR
+    python -m oscrepro.papers.fsn.plateau_report
+    python -m oscrepro.papers.fsn.plateau_report --collect DIR   # first: anneal_pilot.txt from the pilot records in DIR
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def curve(run_id: str, run_dir: Path | None = None) -> tuple[str, float]:
 
 HEAD = """# fsn at `cpu`: the bigram plateau (issue 16 diagnostics)
 
-Written by `scripts/fsn_plateau_report.py` from the run records and the two curve logs beside this file.
+Written by `python -m oscrepro.papers.fsn.plateau_report` from the run records and the two curve logs beside this file.
 
 At the `cpu` budget (batch 8 × 256, constant lr 1e-3, 2,000 steps) three kinds of FSN run end near the corpus's
 **bigram level** (enwik8 stand-in {enwik:.3f}, codeparrot stand-in {code:.3f} bits/char; `oscrepro.papers.fsn.ngram`),
