@@ -4,6 +4,7 @@ runs -> aggregate -> render), then re-check the claims judged on it.
     python -m oscrepro.table fqo/table2 --budget cpu                    # in-process, one run after another
     python -m oscrepro.table fqo/table2 --budget paper --launcher joblib  # one pool of worker processes (1/core)
     python -m oscrepro.table fqo/table2 --budget cpu trainer=gpu          # extra Hydra overrides for every run
+    python -m oscrepro.table fqo/table2 --budget cpu --explain            # what budget=cpu changes, and where
 
 Finished runs (status ok or diverged) are never redone, so a killed build resumes where it stopped.
 
@@ -26,6 +27,7 @@ from oscrepro.claims.scoreboard import refresh_table_claims
 from oscrepro.runs.compose import compose_run, config_groups
 from oscrepro.runs.validate import ConfigError
 from oscrepro.tables import build as engine
+from oscrepro.tables.explain import explain_budget
 from oscrepro.tables.launch import LAUNCHERS, LauncherUnavailableError
 from oscrepro.tables.runs import MissingRunsError
 from oscrepro.tables.spec import BUDGETS, SpecError, available_tables, load_spec
@@ -81,8 +83,17 @@ def main(argv: list[str] | None = None) -> None:
                         help="joblib: at most this many worker processes (default: one per core)")
     parser.add_argument("--render-only", action="store_true",
                         help="train nothing: render from the finished run records, flagging missing runs")
+    parser.add_argument("--explain", action="store_true",
+                        help="print what --budget changes for this table against the paper budget (every resolved "
+                             "key, by the conf file that sets it; seeds; the spec's note) and exit: nothing is run")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides applied to every run")
     args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
+    if args.explain:
+        try:
+            print(explain_budget(args.table, args.budget))
+        except (SpecError, HydraException) as err:
+            _refuse(args.table, str(err))
+        return
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     quiet_third_party()  # analysis tables load and run models without train(), which installs the filters for runs
     try:

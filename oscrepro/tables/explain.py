@@ -46,8 +46,9 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from oscrepro.tables.spec import BUDGETS, CONF_DIR, SpecError, TableSpec, load_spec
-from oscrepro.utils.run_record import MECHANISM_GROUP, with_mechanism
+from oscrepro.runs.compose import CONF_DIR
+from oscrepro.runs.record import MECHANISM_GROUP, with_mechanism
+from oscrepro.tables.spec import BUDGETS, SpecError, TableSpec, load_spec
 
 ABSENT = "(not set)"
 BUDGET_CHOICES = ("budget", "budget_scale/data", "budget_scale/model", "budget_scale/experiment")
@@ -83,7 +84,7 @@ def _text(value: Any) -> str:
 
 
 def _compose(overrides: list[str]) -> tuple[DictConfig, dict[str, str]]:
-    """The run config of ``overrides`` (as :func:`oscrepro.tables.compose.compose_run` builds it) and Hydra's
+    """The run config of ``overrides`` (as :func:`oscrepro.runs.compose.compose_run` builds it) and Hydra's
     choices; call inside :func:`initialize_config_dir`, so that one Hydra initialisation serves every cell."""
     cfg = compose(config_name="train", overrides=overrides, return_hydra_config=True)
     choices = {k: str(v) for k, v in cfg.hydra.runtime.choices.items() if v is not None}
@@ -274,7 +275,7 @@ def explain_budget(spec_name: str, budget: str, conf_dir: Path = CONF_DIR) -> st
     out.append(
         f"  every cell ({n_cells}): "
         + (
-            f"{len(common)} keys differ (key  paper -> {budget}), by the file that sets them:"
+            f"{len(common)} key(s) differ (key  paper -> {budget}), by the file that sets them:"
             if common
             else "no key differs in all cells"
         )

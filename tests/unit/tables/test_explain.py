@@ -15,10 +15,10 @@ import yaml
 from hydra import initialize_config_dir
 from omegaconf import OmegaConf
 
-from oscrepro.tables.compose import compose_run
+from oscrepro.runs.compose import CONF_DIR, compose_run
+from oscrepro.runs.record import hashed_payload
 from oscrepro.tables.explain import Change, _compose, cell_changes, explain_budget, main
-from oscrepro.tables.spec import CONF_DIR, load_spec
-from oscrepro.utils.run_record import hashed_payload
+from oscrepro.tables.spec import load_spec
 
 REPO = CONF_DIR.parent
 SVA_CPU = "conf/budget_scale/experiment/fqo/sva/cpu.yaml"
@@ -148,3 +148,14 @@ def test_command_line_prints_the_changes_by_file_and_the_budget_note(capsys: pyt
     with pytest.raises(SystemExit) as err:
         main(["fqo/table99", "--budget", "cpu"])
     assert err.value.code == 2 and "fqo/table2" in capsys.readouterr().err
+
+
+def test_the_table_cli_explains_and_trains_nothing(tmp_path, capsys, monkeypatch):
+    """``python -m oscrepro.table <t> --budget cpu --explain`` prints the explanation and writes nothing."""
+    from oscrepro import table as table_cli
+
+    monkeypatch.chdir(tmp_path)
+    table_cli.main(["fqo/table2", "--budget", "cpu", "--explain"])
+    out = capsys.readouterr().out
+    assert "trainer.max_epochs" in out and "conf/budget_scale/experiment/fqo/sva/cpu.yaml" in out
+    assert not any(tmp_path.iterdir())
