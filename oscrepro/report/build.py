@@ -53,7 +53,9 @@ class Report:
         """(title, HTML) of a results-relative markdown file, links rewritten for a page in ``page_dir``."""
         text = (self.results / source).read_text(errors="replace")
         lines = text.splitlines()
-        title = lines[0].lstrip("# ").strip() if lines and lines[0].startswith("# ") else source.as_posix()
+        title = (
+            lines[0].lstrip("# ").replace("`", "").strip() if lines and lines[0].startswith("# ") else source.as_posix()
+        )
         if drop_title and lines and lines[0].startswith("# "):
             text = "\n".join(lines[1:])
         return title, rewrite_links(md_to_html(text), source, lambda t: self.url(t, page_dir))
