@@ -141,6 +141,10 @@ def unlabelled_markers(fig: Figure) -> list[str]:
     for ax in fig.axes:
         # an errorbar's data line and caps are named by their container's label
         owner = {id(a): c.get_label() for c in ax.containers for a in _artists(c)}
+        # a bar chart's error bars (caps drawn as markers) belong to the bars
+        owner |= {
+            id(a): c.get_label() for c in ax.containers if getattr(c, "errorbar", None) for a in _artists(c.errorbar)
+        }
         for line in ax.get_lines():
             label = owner.get(id(line), line.get_label())
             has_marker = line.get_marker() not in (None, "None", "none", "", " ")

@@ -50,6 +50,8 @@ REDRAWN = [
     ("fqo/fig2", "cpu"),
     ("fqo/fig2", "paper"),
     ("coupledqk/fig3", "cpu"),
+    ("fsn/table4", "cpu"),
+    ("fsn/table5", "cpu"),
     ("osciformer/fig2_time", "cpu"),
 ]
 
