@@ -93,3 +93,17 @@ clean: ## Remove caches, checkpoints, logs and untracked run records; never a fi
 		done; \
 	fi
 	@find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune $(if $(DRY_RUN),-printf 'Would remove %p/\n',-exec rm -rf {} +)
+
+# --- report (issue 36): static HTML of the committed results, and the browser that tests it ---------------------
+.PHONY: report browser test-browser
+report: install ## Static HTML of every committed table, figure and claim -> results/index.html (no training)
+	$(PY) -m oscrepro.report
+
+browser: ## Install Debian's chromium (apt-get) for the report's browser test, when missing
+	@command -v chromium >/dev/null 2>&1 || { $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -q chromium; }
+	@chromium --version
+
+test-browser: install browser ## The report in headless chromium: pages load, images and links resolve, a screenshot
+	$(PY) -m pytest -q -m browser tests/integration/test_report_browser.py
+# --- end report ------------------------------------------------------------------------------------------------

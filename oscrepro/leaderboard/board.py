@@ -6,8 +6,9 @@ Each task is a runs table, ``conf/table/leaderboard/<task>.yaml``, whose ``match
 score column and whether higher or lower is better. :func:`build_leaderboard` plans every task, trains all missing
 runs in ONE pool (no worker idles at the tail of a task), renders each task's table
 (``results/leaderboard[/<budget>]/<task>.md``) and then the board: ``results/leaderboard.md`` and the rank heatmap
-``results/leaderboard.png``. The cost columns come from ``results/bench/leaderboard.csv``
-(``python -m oscrepro.leaderboard.bench``), never from training wall times (those depend on the machine's load).
+``results/leaderboard.png`` (:mod:`oscrepro.leaderboard.figure`). The cost columns come from
+``results/bench/leaderboard.csv`` (``python -m oscrepro.leaderboard.bench``), never from training wall times (those
+depend on the machine's load).
 """
 
 from __future__ import annotations
@@ -165,36 +166,6 @@ def render_board(tasks: list[Task], bench: dict[str, tuple[float, float]], budge
     return "\n".join(lines) + "\n"
 
 
-def plot_board(tasks: list[Task], path: Path) -> None:
-    """Rank heatmap: mechanisms x tasks, colour = rank within the task (1 = best), the score written in the cell."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    mechs = _mechanisms_with_entries(tasks)
-    grid = np.full((len(mechs), len(tasks)), np.nan)
-    fig, ax = plt.subplots(figsize=(1.9 * len(tasks) + 2.5, 0.55 * len(mechs) + 1.8))
-    for j, t in enumerate(tasks):
-        for i, m in enumerate(mechs):
-            e = t.entries.get(m)
-            if e is not None and e.rank is not None:
-                grid[i, j] = e.rank
-                ax.text(j, i, f"#{e.rank}\n{e.mean:.{t.digits}f}", ha="center", va="center", fontsize=8)
-            else:
-                ax.text(j, i, "—", ha="center", va="center", fontsize=9, color="grey")
-    im = ax.imshow(grid, cmap="viridis_r", aspect="auto", vmin=1, vmax=max(len(mechs), 2))
-    ax.set_xticks(range(len(tasks)), [f"{t.name}\n{t.score} {'↑' if t.better == 'higher' else '↓'}" for t in tasks],
-                  fontsize=8)
-    ax.set_yticks(range(len(mechs)), mechs)
-    fig.colorbar(im, ax=ax, label="rank within task (1 = best)")
-    ax.set_title("Every mechanism on every task at matched parameters")
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-
-
 def training_time(runs: list[Any]) -> str:
     """The board's build time from its run records: runs finished, and the sum of their training wall times per
     machine (core-hours: every run trains on one core), so a build split over machines and sessions adds up."""
@@ -210,6 +181,20 @@ def training_time(runs: list[Any]) -> str:
     total = sum(map(sum, per.values())) / 3600
     return (f"{done} of {len(runs)} runs finished, training time summed over runs {total:.2f} h ({parts}); "
             "runs train one per core, in parallel")
+
+
+def board_tasks(budget: str, results: Path, tasks: tuple[str, ...] = TASKS) -> list[Task]:
+    """Each task read from its rendered table csv (``results/leaderboard[/<budget>]/<task>.csv``)."""
+    folder = results / "leaderboard" if budget == "paper" else results / "leaderboard" / budget
+    return [read_task(f"leaderboard/{t}", folder / f"{t}.csv", budget) for t in tasks]
+
+
+def redraw_board(budget: str, results: Path, tasks: tuple[str, ...] = TASKS, out: Path | None = None) -> Path:
+    """Redraw the board's figure from the task csvs, training and rendering nothing else."""
+    from oscrepro.leaderboard.figure import plot_board
+
+    return plot_board(board_tasks(budget, results, tasks), out or results / "leaderboard.png",
+                      tuple(mechanisms(tuple(tasks))), budget)
 
 
 def build_leaderboard(budget: str = "cpu", launcher: str = "joblib", workers: int | None = None,
@@ -256,6 +241,8 @@ def build_leaderboard(budget: str = "cpu", launcher: str = "joblib", workers: in
               "- Mean rank compares mechanisms only over the tasks each ran: read it with the count beside it"]
     board = results / "leaderboard.md"
     board.write_text(render_board(parsed, bench, budget, header) + "\n![leaderboard](leaderboard.png)\n")
-    plot_board(parsed, results / "leaderboard.png")
+    from oscrepro.leaderboard.figure import plot_board
+
+    plot_board(parsed, results / "leaderboard.png", tuple(mechanisms(tuple(tasks))), budget)
     print(f"[leaderboard] wrote {board} and {results / 'leaderboard.png'}", flush=True)
     return board

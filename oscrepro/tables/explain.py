@@ -263,7 +263,7 @@ def explain_budget(spec_name: str, budget: str, conf_dir: Path = CONF_DIR) -> st
     if spec.match:
         out.append(
             f"  match: {spec.match['knob']} of each row is set per budget by parameter matching to the "
-            f"{spec.match['reference']!r} row (oscrepro.leaderboard.match), not by a config file: not shown"
+            f"{spec.match['reference']!r} row (oscrepro.tables.match), not by a config file: not shown"
         )
     groups = cell_changes(spec, budget, conf_dir)
     n_cells = sum(len(m) for m in groups.values())

@@ -24,6 +24,7 @@ from typing import Any
 
 from oscrepro.runs.record import atomic_write_text
 from oscrepro.tables.aggregate import Cell
+from oscrepro.tables.markdown import table_lines
 from oscrepro.tables.spec import TableSpec
 from oscrepro.tables.values import STAT_FIELDS, SeedStat
 from oscrepro.utils.provenance import provenance
@@ -125,11 +126,10 @@ def render_analysis_table(spec: TableSpec, budget: str, columns: list[str], rows
     :class:`SeedStat`, written to the csv as numeric columns: see the module docstring)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     name = spec.key.split("/")[-1]
-    md = header_lines(spec, budget, None, [], {}, notes) + [
-        "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for r in rows:
-        md.append("| " + " | ".join(_fmt(r[c], 4) if isinstance(r[c], float) else "—" if r[c] is None else str(r[c])
-                                    for c in columns) + " |")
+    cells = [[_fmt(r[c], 4) if isinstance(r[c], float) else "—" if r[c] is None else str(r[c]) for c in columns]
+             for r in rows]
+    # a wide table is split into parts that repeat the first column (oscrepro.tables.markdown)
+    md = header_lines(spec, budget, None, [], {}, notes) + ["", *table_lines(columns, cells)]
     md_path = out_dir / f"{name}.md"
     fieldnames, csv_rows = analysis_csv(columns, rows)
     write_csv(out_dir / f"{name}.csv", fieldnames, csv_rows)

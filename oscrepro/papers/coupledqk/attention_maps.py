@@ -232,8 +232,11 @@ def coupledqk_fig3(out_dir: Path, budget: str, results_dir: Path, name: str, sou
         ref = paper["dip"].get(label)
         row[dip_col] = "—" if ref is None else f"{ref:.2f}"
         rows.append(row)
-    png = plot_entropy(profiles, Path(out_dir) / figure, paper, f"{name}, budget={budget}")
-    notes.append(f"**Figure:** `{png.name}` (one line per variant; error bars = seed std; hollow markers = the "
+    from oscrepro.tables.spec import load_spec
+
+    png = plot_entropy(profiles, Path(out_dir) / figure, paper, f"{name}, budget={budget}",
+                       caption=fig3_caption(load_spec(name), budget))
+    notes.append(f"**Figure:** `{png.name}` (one line per variant; error bars = seed std; hollow diamonds = the "
                  f"paper's values read off Figure 3a at layer {dip}).")
     notes.append(_protocol_note(profiles, runs, n_batches, int(paper["n_layers"])))
     t = next(iter(profiles.values()))[0].seq_len
@@ -243,29 +246,73 @@ def coupledqk_fig3(out_dir: Path, budget: str, results_dir: Path, name: str, sou
     return columns, rows, notes
 
 
-def plot_entropy(profiles: dict[str, list[AttentionProfile]], path: Path, paper: dict[str, Any], title: str) -> Path:
+def plot_entropy(profiles: dict[str, list[AttentionProfile]], path: Path, paper: dict[str, Any], title: str,
+                 caption: str | None = None) -> Path:
     """Figure 3: entropy (nats) vs layer, one line per variant, seed mean ± std, paper dip values as markers."""
-    from matplotlib.figure import Figure
-
-    from oscrepro.analysis.figures import save_figure
-
-    fig = Figure(figsize=(6.5, 4))
-    ax = fig.add_subplot()
-    dip = int(paper["dip_layer"])
+    curves = {}
     for label, ps in profiles.items():
         e = np.stack([p.entropy for p in ps])  # (seeds, L)
-        std = e.std(0, ddof=1) if len(ps) > 1 else None
-        line = ax.errorbar(np.arange(e.shape[1]), e.mean(0), yerr=std, marker="o", ms=4, capsize=3, label=label)
+        curves[label] = (e.mean(0), e.std(0, ddof=1) if len(ps) > 1 else None)
+    return plot_entropy_curves(curves, path, paper, title, caption)
+
+
+def plot_entropy_curves(curves: dict[str, tuple[np.ndarray, np.ndarray | None]], path: Path, paper: dict[str, Any],
+                        title: str, caption: str | None = None) -> Path:
+    """Figure 3 from per-variant (mean, std) entropy per layer: our lines with seed-std error bars, the paper's
+    values read off Figure 3a at its dip layer as hollow diamonds in the variant's colour, named in the legend."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    from oscrepro.analysis.figures import PAPER, paper_label, save_figure
+
+    fig = Figure(figsize=(9.5, 4.6))
+    ax = fig.add_subplot()
+    dip = int(paper["dip_layer"])
+    for i, (label, (mean, std)) in enumerate(curves.items()):
+        color = f"C{i}"  # the paper's marker of a variant in its line's colour
+        ax.errorbar(np.arange(len(mean)), mean, yerr=std, marker="o", ms=4, capsize=3, color=color,
+                    label=f"{label} (ours)")
         ref = paper["dip"].get(label)
-        if ref is not None and dip < e.shape[1]:
-            ax.plot([dip], [ref], marker="o", ms=9, mfc="none", color=line.lines[0].get_color())
+        if ref is not None and dip < len(mean):
+            ax.plot([dip], [ref], **{**PAPER, "mec": color}, label=paper_label(f"{label}, Fig. 3a layer {dip} (≈)"))
     ax.set_xlabel("Layer")
     ax.set_ylabel("Shannon entropy (nats)")
     ax.set_title(f"Attention entropy per layer ({title})", fontsize=9)
     ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.legend(fontsize=8)
+    handles, labels = ax.get_legend_handles_labels()
+    if not any(lb.startswith("paper") for lb in labels):  # no paper value at our depth: say so in the legend
+        handles.append(Line2D([], [], **PAPER))
+        labels.append(paper_label(f"Fig. 3a layer {dip} (beyond our {max(len(m) for m, _ in curves.values())} "
+                                  "layers)"))
+    order = sorted(range(len(labels)), key=lambda k: labels[k].startswith("paper"))  # ours first, then the paper
+    ax.legend([handles[k] for k in order], [labels[k] for k in order], fontsize=7, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
-    return save_figure(fig, path)
+    return save_figure(fig, path, caption=caption)
+
+
+def redraw_fig3(spec: Any, budget: str, out_dir: Path, rows: list[dict[str, str]]) -> Path:
+    """Figure 3 redrawn from the committed csv (``python -m oscrepro.tables.redraw coupledqk/fig3``): per-layer
+    seed mean ± std of each variant; the paper's dip values from the spec (reference data)."""
+    from oscrepro.analysis.figures import cell_stat
+
+    layers = [c for c in rows[0] if c.startswith("L") and c[1:].isdigit()]
+    curves = {}
+    for r in rows:
+        stats = [cell_stat(r, c) for c in layers]
+        std = np.array([s for _, s in stats])
+        curves[r["Attention"]] = (np.array([m for m, _ in stats]), None if np.isnan(std).all() else std)
+    a = spec.analysis
+    return plot_entropy_curves(curves, out_dir / a.get("figure", "fig3.png"), a["paper"],
+                               f"{a['name']}, budget={budget}", caption=fig3_caption(spec, budget))
+
+
+def fig3_caption(spec: Any, budget: str) -> str:
+    """Figure 3's caption: the budget and how to read the markers."""
+    from oscrepro.analysis.figures import spec_caption
+
+    return (spec_caption(spec, budget) + " Lines: our seed mean per layer, error bars seed std. Hollow diamonds: "
+            "the paper's layer-2 values read off Figure 3a (reference data; the paper's model has 8 layers).")
 
 
 def uniform_causal_entropy(t: int) -> float:

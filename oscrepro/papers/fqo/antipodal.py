@@ -131,36 +131,65 @@ def figure2(
     }
 
 
-def plot_figure2(result: dict[str, Any], path: str | Path, overlay: dict[str, Any] | None = None) -> Path:
-    """PNG of Figure 2: markers = MC fraction, lines = Eq. (10), one colour per d_osc (log y).
+def plot_figure2(result: dict[str, Any], path: str | Path, overlay: dict[str, Any] | None = None,
+                 caption: str | None = None) -> Path:
+    """PNG of Figure 2: markers = MC fraction, lines = Eq. (10) (the paper's closed form), one colour per d_osc
+    (log y); the legend names each colour and each marker.
 
     ``overlay``: a second :func:`figure2` result on the same grid (e.g. the RQMC sampler), drawn as crosses.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     alphas = np.asarray(result["alpha"])
-    fig, ax = plt.subplots(figsize=(5.2, 3.8))
+    fig = Figure(figsize=(7.6, 4.4))
+    ax = fig.add_subplot()
     for i, c in enumerate(result["curves"]):
         color = f"C{i}"
         formula = np.asarray(c["formula"])
         mc = np.asarray(c["mc"])
         ax.plot(alphas, formula, "-", color=color, label=f"$d_{{osc}}$={c['d_osc']}")
         keep = mc > 0  # zero fractions cannot be drawn on a log axis
-        ax.plot(alphas[keep], mc[keep], "o", color=color, ms=3, mfc="none")
+        ax.plot(alphas[keep], mc[keep], "o", color=color, ms=3, mfc="none", label=f"_mc {c['d_osc']}")
         if overlay is not None:
             mc2 = np.asarray(overlay["curves"][i]["mc"])
-            ax.plot(alphas[mc2 > 0], mc2[mc2 > 0], "x", color=color, ms=3)
+            ax.plot(alphas[mc2 > 0], mc2[mc2 > 0], "x", color=color, ms=3, label=f"_mc2 {c['d_osc']}")
     # below ~1/N the MC cannot resolve anything; clip the axis there so the curves stay readable
     ax.set(
         yscale="log",
         ylim=(0.3 / result["n_samples"], 1.0),
         xlabel=r"$\alpha$ (rad)",
         ylabel=r"Pr(angle$(z(0), -z^*) < \alpha$)",
-        title=f"Prop. 4 / Eq. (10), N={result['n_samples']} (o {result['sampler']}"
-        + (f", x {overlay['sampler']})" if overlay is not None else ")"),
+        title=f"Prop. 4 / Eq. (10), N={result['n_samples']}",
     )
-    ax.legend(fontsize=7, ncol=2)
-    return save_figure(fig, path)
+    handles, labels = ax.get_legend_handles_labels()
+    kinds = [(Line2D([], [], color="0.3"), "Eq. (10), the paper's closed form"),
+             (Line2D([], [], color="0.3", marker="o", mfc="none", ls="none", ms=4),
+              f"Monte Carlo, {result['sampler']} (ours)")]
+    if overlay is not None:
+        kinds.append((Line2D([], [], color="0.3", marker="x", ls="none", ms=4), f"Monte Carlo, {overlay['sampler']} "
+                                                                                "(ours, beyond the paper)"))
+    ax.legend(handles + [h for h, _ in kinds], labels + [lb for _, lb in kinds], fontsize=7, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0))
+    return save_figure(fig, path, caption=caption)
+
+
+def curves_from_csv(path: str | Path, n_samples: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(result, overlay) as :func:`plot_figure2` takes them, from ``fig2_curves.csv`` (one line per d_osc and α:
+    ``d_osc, alpha, mc_fraction_<sampler>, eq10[, mc_fraction_<check sampler>]``)."""
+    import csv
+
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    mc_cols = [c for c in rows[0] if c.startswith("mc_fraction_")]
+    by_d: dict[int, list[dict[str, str]]] = {}
+    for r in rows:
+        by_d.setdefault(int(r["d_osc"]), []).append(r)
+    alphas = [float(r["alpha"]) for r in next(iter(by_d.values()))]
+
+    def result(col: str) -> dict[str, Any]:
+        return {"alpha": alphas, "n_samples": n_samples, "sampler": col.removeprefix("mc_fraction_"),
+                "curves": [{"d_osc": d, "mc": [float(r[col]) for r in rs], "formula": [float(r["eq10"]) for r in rs]}
+                           for d, rs in by_d.items()]}
+
+    return result(mc_cols[0]), (result(mc_cols[1]) if len(mc_cols) > 1 else None)

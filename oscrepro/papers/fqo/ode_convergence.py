@@ -206,36 +206,49 @@ def failure_vs_dosc(problems: Mapping[int, tuple[Tensor, Tensor]], **kwargs: Any
     return [convergence_table(c, a, **kwargs) for _, (c, a) in sorted(problems.items())]
 
 
-def plot_figure7(sweep_rows: list[dict[str, Any]], dosc_rows: list[dict[str, Any]], path: str | Path) -> Path:
-    """Two-panel PNG: (a) % converged vs T_max (log x); (b) failure rates vs d_osc at fixed T_max."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def plot_figure7(sweep_rows: list[dict[str, Any]], dosc_rows: list[dict[str, Any]], path: str | Path,
+                 paper_sweep: list[float] | None = None, paper_rows: list[dict[str, Any]] | None = None,
+                 caption: str | None = None) -> Path:
+    """Two-panel PNG: (a) % converged vs T_max (log x); (b) failure rates vs d_osc at fixed T_max. The paper's values
+    (reference data: ``paper_sweep`` % converged per T_max, ``paper_rows`` ``{antipodal, degenerate}`` % per d_osc
+    row) are hollow diamonds / dotted lines beside ours."""
+    from matplotlib.figure import Figure
     from matplotlib.ticker import NullFormatter
 
-    fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(9.0, 3.6))
+    from oscrepro.analysis.figures import PAPER, paper_label
+
+    fig = Figure(figsize=(10.0, 4.0))
+    ax_a, ax_b = fig.subplots(1, 2)
     ts = [r["t_max"] for r in sweep_rows]
-    ax_a.plot(ts, [100 * r["frac_converged"] for r in sweep_rows], "o-")
+    ax_a.plot(ts, [100 * r["frac_converged"] for r in sweep_rows], "o-", label="converged (ours)")
+    if paper_sweep and any(p == p for p in paper_sweep):
+        ax_a.plot(ts[:len(paper_sweep)], paper_sweep[:len(ts)], **{**PAPER, "ls": ":", "color": "black"},
+                  label=paper_label("Figure 7(a)"))
     ax_a.set(
         xscale="log",
         xlabel=r"$T_{\max}$",
         ylabel="converged (err < 0.01) [%]",
         title=f"(a) $d_{{osc}}$={sweep_rows[0]['d_osc']}" if sweep_rows else "(a)",
     )
+    ax_a.legend(fontsize=7)
     ds = [r["d_osc"] for r in dosc_rows]
-    for key, label in (("frac_apparent_antipodal", "apparent antipodal"), ("frac_degenerate", "degenerate")):
+    for n, (key, pkey, label) in enumerate((("frac_apparent_antipodal", "antipodal", "apparent antipodal"),
+                                            ("frac_degenerate", "degenerate", "degenerate"))):
         vals = [max(100 * r[key], 1e-3) for r in dosc_rows]  # floor so zeros show on the log axis
-        ax_b.plot(ds, vals, "o-", label=label)
+        ax_b.plot(ds, vals, "o-", color=f"C{n}", label=f"{label} (ours)")
+        if paper_rows:
+            ax_b.plot(ds, [max(float(p[pkey]), 1e-3) for p in paper_rows], **{**PAPER, "mec": f"C{n}", "ls": ":",
+                                                                             "color": f"C{n}"},
+                      label=paper_label(f"{label} (Table 6)"))
     ax_b.set(
         xscale="log",
         yscale="log",
         xlabel=r"$d_{osc}$",
-        ylabel="failure rate [%]",
+        ylabel="failure rate [%] (0 drawn at 1e-3)",
         title=f"(b) $T_{{\\max}}$={dosc_rows[0]['t_max']:g}" if dosc_rows else "(b)",
     )
     ax_b.set_xticks(ds, [str(x) for x in ds])
     ax_b.xaxis.set_minor_formatter(NullFormatter())
-    ax_b.legend()
-    return save_figure(fig, path)
+    ax_b.legend(fontsize=7)
+    return save_figure(fig, path, caption=caption)
 

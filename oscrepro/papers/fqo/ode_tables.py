@@ -119,7 +119,8 @@ def fqo_table6(out_dir: Path, budget: str, results_dir: Path, source_table: str,
         })
         details.append({"label": spec_row["label"], "run_dir": str(run.run_dir), **conv, **agree})
     out_dir.mkdir(parents=True, exist_ok=True)
-    png = plot_figure7(sweep_rows, conv_rows, out_dir / "fig7.png")
+    png = plot_figure7(sweep_rows, conv_rows, out_dir / "fig7.png", sweep.get("paper"),
+                       [r.get("paper", {}) for r in rows], figure7_caption(budget))
     with open(out_dir / "fig7a.csv", "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["d_osc", "t_max", "method", "frac_converged", "frac_apparent_antipodal", "paper_frac"])
@@ -130,6 +131,30 @@ def fqo_table6(out_dir: Path, budget: str, results_dir: Path, source_table: str,
                                                             default=float))
     return list(table[0]), table, _table6_notes(budget, n_seqs, scipy_subset, sweep, sweep_rows, conv_rows, details,
                                                 png.name, ode)
+
+
+def figure7_caption(budget: str) -> str:
+    """Figure 7's caption: the budget (the spec's notes) and how the paper's values are drawn."""
+    from oscrepro.analysis.figures import spec_caption
+    from oscrepro.tables.spec import load_spec
+
+    return (spec_caption(load_spec("fqo/table6"), budget) + " Hollow diamonds on dotted lines: the paper's Figure "
+            "7(a) and Table 6 values (reference data).")
+
+
+def redraw_figure7(spec: Any, budget: str, out_dir: Path, rows: list[dict[str, str]]) -> Path:
+    """Figure 7 redrawn from the committed ``table6.csv`` and ``fig7a.csv``
+    (``python -m oscrepro.tables.redraw fqo/table6``); the paper's values come from the spec."""
+    from oscrepro.analysis.figures import read_csv_rows
+
+    sweep = [{"d_osc": int(r["d_osc"]), "t_max": float(r["t_max"]), "frac_converged": float(r["frac_converged"])}
+             for r in read_csv_rows(out_dir / "fig7a.csv")]
+    t_max = float({**spec.analysis, **spec.analysis.get("budgets", {}).get(budget, {})}["t_max"])
+    conv = [{"d_osc": int(r["d_osc"]), "t_max": t_max, "frac_apparent_antipodal": float(r["App. antipodal (%)"]) / 100,
+             "frac_degenerate": float(r["Degenerate (%)"]) / 100} for r in rows]
+    paper = {int(r["d_osc"]): r.get("paper", {}) for r in spec.analysis["rows"]}
+    return plot_figure7(sweep, conv, out_dir / "fig7.png", spec.analysis["sweep"].get("paper"),
+                        [paper.get(c["d_osc"], {}) for c in conv], figure7_caption(budget))
 
 
 def _table6_notes(budget: str, n_seqs: int, scipy_subset: int, sweep: dict[str, Any], sweep_rows: list[dict],

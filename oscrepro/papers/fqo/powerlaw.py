@@ -66,23 +66,28 @@ def fit_power_law(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarr
     }
 
 
-def plot_figure6(panels: Sequence[dict[str, Any]], path: str | Path) -> list[dict[str, Any]]:
-    """Figure 6: one panel per dataset, oscillator PPL vs d_osc with the softmax level and the fit.
+def plot_figure6(panels: Sequence[dict[str, Any]], path: str | Path, caption: str | None = None
+                 ) -> list[dict[str, Any]]:
+    """Figure 6, one column per dataset: top, our validation PPL vs d_osc with the softmax level and our fit (the
+    paper's panel); bottom, the gap Delta = oscillator - softmax vs d_osc, ours beside the paper's Table 4 gaps and
+    its fit, on the same axes (absolute perplexities at a scaled-down budget are not comparable, gaps are closer).
 
     Each panel dict: ``name``, ``d_osc`` (list), ``osc_mean`` (list), optional ``osc_std`` (list),
-    ``softmax_mean`` (float), optional ``softmax_std`` (float). The gap Delta = osc - softmax is fitted
-    with :func:`fit_power_law`; the dashed curve is softmax_mean + C d^(-alpha). Returns the fits; a panel with
-    fewer than two positive gaps (no power law to fit) is still plotted, and its entry is ``{"name", "error"}``.
+    ``softmax_mean`` (float), optional ``softmax_std`` (float), ``paper_delta`` (list, the paper's gaps) and
+    ``paper_fit`` ([C, alpha]). The gap is fitted with :func:`fit_power_law`; the dashed curves are
+    softmax_mean + C d^(-alpha) and C d^(-alpha). Returns the fits; a panel with fewer than two positive gaps (no
+    power law to fit) is still plotted, and its entry is ``{"name", "error"}``.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     from matplotlib.ticker import NullFormatter
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.6), squeeze=False)
+    from oscrepro.analysis.figures import PAPER, PAPER_LINE, paper_label, power_law_label
+
+    fig = Figure(figsize=(4.6 * len(panels), 6.6))
+    axes = fig.subplots(2, len(panels), squeeze=False)
     fits = []
-    for ax, p in zip(axes[0], panels, strict=True):
+    for j, p in enumerate(panels):
+        top, bottom = axes[0][j], axes[1][j]
         d = np.asarray(p["d_osc"], dtype=np.float64)
         osc = np.asarray(p["osc_mean"], dtype=np.float64)
         sm = float(p["softmax_mean"])
@@ -93,22 +98,33 @@ def plot_figure6(panels: Sequence[dict[str, Any]], path: str | Path) -> list[dic
             fits.append({"name": p["name"], "error": str(err)})
         else:
             fits.append({"name": p["name"], **fit})
-        ax.errorbar(d, osc, yerr=p.get("osc_std"), fmt="o", capsize=3, label="oscillator")
-        ax.axhline(sm, ls="--", color="k", lw=1, label="softmax")
+        grid = np.geomspace(d.min(), d.max(), 100)
+        top.errorbar(d, osc, yerr=p.get("osc_std"), fmt="o", capsize=3, label="oscillator (ours)")
+        top.axhline(sm, ls="--", color="k", lw=1, label="softmax (ours)")
         if p.get("softmax_std") is not None:
-            ax.axhspan(sm - p["softmax_std"], sm + p["softmax_std"], color="k", alpha=0.08)
+            top.axhspan(sm - p["softmax_std"], sm + p["softmax_std"], color="k", alpha=0.08)
+        # the gap's error bar: oscillator and softmax seeds are independent runs, so their variances add
+        osc_std = np.zeros_like(osc) if p.get("osc_std") is None else np.asarray(p["osc_std"], dtype=np.float64)
+        gap_std = np.hypot(np.nan_to_num(osc_std), float(p.get("softmax_std") or 0.0))
+        bottom.errorbar(d, osc - sm, yerr=gap_std, fmt="o", capsize=3, label="Δ (ours)")
+        bottom.axhline(0.0, color="0.6", lw=0.8)
         if fit is not None:
-            grid = np.geomspace(d.min(), d.max(), 100)
-            ax.plot(
-                grid,
-                sm + power_law(grid, fit["C"], fit["alpha"]),
-                "--",
-                color="C1",
-                label=rf"$\Delta \approx {fit['C']:.2f}\,d^{{-{fit['alpha']:.2f}}}$",
-            )
-        ax.set(xscale="log", xlabel=r"$d_{osc}$", ylabel="validation PPL", title=p["name"])
-        ax.set_xticks(d, [f"{v:g}" for v in d])
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.legend(fontsize=8)
-    save_figure(fig, path)
+            label = f"fit (ours): Δ ≈ {power_law_label(fit['C'], fit['alpha'])}"
+            top.plot(grid, sm + power_law(grid, fit["C"], fit["alpha"]), "--", color="C1", label=label)
+            bottom.plot(grid, power_law(grid, fit["C"], fit["alpha"]), "--", color="C1", label=label)
+        if p.get("paper_delta") is not None:
+            bottom.plot(d, p["paper_delta"], **PAPER, label=paper_label("Δ, Table 4"))
+        if p.get("paper_fit") is not None:
+            c, alpha = p["paper_fit"]
+            bottom.plot(grid, power_law(grid, c, alpha), **PAPER_LINE,
+                        label=paper_label(f"fit Δ ≈ {power_law_label(c, alpha)}"))
+        top.set(ylabel="validation PPL (ours)", title=p["name"])
+        bottom.set(xlabel=r"$d_{osc}$", ylabel="Δ PPL = oscillator − softmax", title=f"{p['name']}: gap, ours vs paper")
+        for ax in (top, bottom):
+            ax.set_xscale("log")
+            ax.set_xticks(d, [f"{v:g}" for v in d])
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+    save_figure(fig, path, caption=caption)
     return fits

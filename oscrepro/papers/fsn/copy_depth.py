@@ -367,24 +367,43 @@ def _axes() -> tuple[object, object]:
     return fig, fig.subplots()
 
 
-def _finish(fig: object, ax: object, path: str | Path, xlabel: str, title: str) -> Path:
+def _finish(fig: object, ax: object, path: str | Path, xlabel: str, title: str, caption: str | None = None) -> Path:
     ax.axhline(0.0, color="k", lw=0.8)
     ax.set(xlabel=xlabel, ylabel="Δ bits/char vs reference", title=title)
-    ax.legend()
-    return save_figure(fig, path)
+    ax.legend(fontsize=8)
+    return save_figure(fig, path, caption=caption)
 
 
-def plot_bin_margins(families: dict[str, list[list[BinMargin]]], path: str | Path, title: str = "") -> Path:
-    """Figure 1: seed-mean margin per bin as bars, whiskers spanning the per-seed range (min..max)."""
-    fig, ax = _axes()
-    width = 0.8 / max(len(families), 1)
-    for f, (name, per_seed) in enumerate(families.items()):
-        mean, mn, mx = seed_summary(per_seed)
-        x = np.arange(mean.size) + (f - (len(families) - 1) / 2) * width
-        ax.bar(x, mean, width, label=name, yerr=np.stack([mean - mn, mx - mean]), capsize=3)
+def plot_bin_margins(families: dict[str, list[list[BinMargin]]], path: str | Path, title: str = "",
+                     paper: dict[str, list[float]] | None = None, caption: str | None = None) -> Path:
+    """Figure 1: seed-mean margin per bin as bars, whiskers spanning the per-seed range (min..max); ``paper``
+    (family -> the paper's seed-mean margin per bin, reference data) as hollow diamonds on the bars."""
     labels = [m.label for m in next(iter(families.values()))[0]]
+    return plot_bin_bars(labels, {name: seed_summary(per_seed) for name, per_seed in families.items()}, path, title,
+                         paper, caption)
+
+
+def plot_bin_bars(labels: list[str], stats: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], path: str | Path,
+                  title: str = "", paper: dict[str, list[float]] | None = None, caption: str | None = None) -> Path:
+    """Figure 1 from per-family (seed mean, min, max) per bin (:func:`plot_bin_margins`; the redraw from the csv)."""
+    from oscrepro.analysis.figures import PAPER, paper_label
+
+    fig, ax = _axes()
+    fig.set_size_inches(9.5, 4.0)
+    width = 0.8 / max(len(stats), 1)
+    for f, (name, (mean, mn, mx)) in enumerate(stats.items()):
+        x = np.arange(mean.size) + (f - (len(stats) - 1) / 2) * width
+        ax.bar(x, mean, width, label=f"{name} (ours)", color=f"C{f}", yerr=np.stack([mean - mn, mx - mean]),
+               capsize=3)
+        if paper and paper.get(name) is not None:  # one legend key: each diamond sits on its family's bar
+            first = not any(str(line.get_label()).startswith("paper") for line in ax.get_lines())
+            ax.plot(x, paper[name], **{**PAPER, "ms": 6},
+                    label=paper_label("seed mean, on each model's bar") if first else "_nolegend_")
     ax.set_xticks(np.arange(len(labels)), labels)
-    return _finish(fig, ax, path, "copy depth", title)
+    ax.axhline(0.0, color="k", lw=0.8)
+    ax.set(xlabel="copy depth", ylabel="Δ bits/char vs reference", title=title)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return save_figure(fig, path, caption=caption)
 
 
 def plot_depth_curves(curves: dict[str, DepthCurve], path: str | Path, title: str = "") -> Path:

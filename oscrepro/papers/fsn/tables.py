@@ -83,6 +83,43 @@ def _coupling_text(att: Any) -> str:
 
 
 # ------------------------------------------------------------------------------------------ Tables 4 / 5
+def paper_bin_means(paper: dict[str, Any]) -> dict[str, list[float]]:
+    """Family -> the paper's seed-mean margin per bin, from the spec's ``paper.families.<name>.<seed>.mean``."""
+    out = {}
+    for fam, seeds in (paper.get("families") or {}).items():
+        means = [s["mean"] for s in seeds.values() if s.get("mean") is not None]
+        if means:
+            out[fam] = [sum(v) / len(v) for v in zip(*means, strict=True)]
+    return out
+
+
+def bins_caption(key: str, budget: str) -> str:
+    """The bin figure's caption: the budget (the spec's notes) and how the paper's values are drawn."""
+    from oscrepro.analysis.figures import spec_caption
+    from oscrepro.tables.spec import load_spec
+
+    return (spec_caption(load_spec(key), budget) + " Bars: our seed mean, whiskers the per-seed range; hollow "
+            "diamonds: the paper's seed-mean margins (App. C, reference data).")
+
+
+def redraw_bins(spec: Any, budget: str, out_dir: Path, rows: list[dict[str, str]]) -> Path:
+    """The copy-depth bin figure redrawn from the committed csv (``python -m oscrepro.tables.redraw fsn/table4``):
+    each seed row's ``<bin> (ours)`` margin (the text before its interval)."""
+
+    from oscrepro.papers.fsn.copy_depth import plot_bin_bars
+
+    labels = [c.removesuffix(" (ours)") for c in rows[0] if c.endswith(" (ours)")]
+    seeds: dict[str, list[list[float]]] = {}
+    for r in rows:
+        if r["Row"].startswith("s") and r["Row"][1:].isdigit():
+            seeds.setdefault(r["Model"], []).append([float(r[f"{b} (ours)"].split()[0]) for b in labels])
+    stats = {fam: (np.mean(v, 0), np.min(v, 0), np.max(v, 0)) for fam, v in seeds.items()}  # (bins,) each
+    a = spec.analysis
+    path = out_dir / a["figures"]["bins"]
+    return plot_bin_bars(labels, stats, path, f"{a['name']}, budget={budget}", paper_bin_means(a.get("paper", {})),
+                         bins_caption(spec.key, budget))
+
+
 def fsn_copy_depth(out_dir: Path, budget: str, results_dir: Path, name: str, source: str, reference: dict[str, Any],
                    families: list[dict[str, Any]], paper: dict[str, Any], n_standard: int = 1024,
                    n_enriched: int = 192, n_resamples: int = 4000, seed: int = 0, cap: int = 32,
@@ -125,8 +162,9 @@ def fsn_copy_depth(out_dir: Path, budget: str, results_dir: Path, name: str, sou
         rows.append(row)
     figures = figures or {}
     if figures.get("bins"):
-        notes.append(f"**Figure (bins, seed mean, whiskers = per-seed range):** "
-                     f"`{plot_bin_margins(bat.families, Path(out_dir) / figures['bins'], name).name}`")
+        png = plot_bin_margins(bat.families, Path(out_dir) / figures["bins"], f"{name}, budget={budget}",
+                               paper_bin_means(paper), bins_caption(name, budget))
+        notes.append(f"**Figure (bins, seed mean, whiskers = per-seed range):** `{png.name}`")
     if figures.get("curves"):
         curves = {f: per_depth_curve([d["standard"] for d in bat.deltas[f]], bat.depth["standard"],
                                      [d["enriched"] for d in bat.deltas[f]], bat.depth["enriched"], seed=seed)

@@ -92,21 +92,30 @@ def crossing_ratios(fsn: list[Curve], xf: list[Curve]) -> dict[str, Any]:
             "vs_mean": _ratios(fsn, target_mean, wall_mean), "vs_lowest": _ratios(fsn, best.final, best.total)}
 
 
-def plot_figure3(panels: list[tuple[str, list[Curve], list[Curve], dict[str, Any]]], path: Path) -> Path:
-    """Figure 3: validation loss against cumulative wall-clock per rung (FSN blue, transformer gray), the mean
-    transformer target dashed."""
+def plot_figure3(panels: list[tuple[str, list[Curve], list[Curve], dict[str, Any]]], path: Path,
+                 paper: dict[str, dict[str, Any]] | None = None, caption: str | None = None) -> Path:
+    """Figure 3: validation loss against cumulative wall-clock per rung (FSN blue, transformer grey, a marker at every
+    epoch end: a one-epoch run is a point), the mean transformer target dashed, and where the paper's FSN reached
+    it: its Table 2 ratio (``paper[rung]["vs_mean"]``, reference data) times our mean transformer wall-clock."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(4 * len(panels), 3.5))
+    from oscrepro.analysis.figures import PAPER_LINE, paper_label
+
+    fig = Figure(figsize=(4.2 * len(panels), 3.9))
     axes = np.atleast_1d(fig.subplots(1, len(panels)))
     for ax, (label, fsn, xf, res) in zip(axes, panels, strict=True):
-        for curves, color, name in ((fsn, "C0", "FSN"), (xf, "gray", "transformer")):
+        for curves, color, name in ((fsn, "C0", "FSN (ours)"), (xf, "gray", "transformer (ours)")):
             for i, c in enumerate(curves):
-                ax.plot(c.times, c.values, color=color, alpha=0.8, label=name if i == 0 else None)
-        ax.axhline(res["target_mean"], ls="--", color="gray", lw=0.8)
+                ax.plot(c.times, c.values, color=color, alpha=0.8, marker="o", ms=4, label=name if i == 0 else None)
+        ax.axhline(res["target_mean"], ls="--", color="gray", lw=0.8, label="target: mean transformer final")
+        ratio = (paper or {}).get(label, {}).get("vs_mean")
+        if ratio is not None:
+            wall = float(np.mean([c.total for c in xf]))
+            r = ratio[0] if isinstance(ratio, (list, tuple)) else float(ratio)
+            ax.axvline(r * wall, **PAPER_LINE, label=paper_label(f"FSN reaches it at {r:.2f}x (Table 2)"))
         ax.set(title=f"{label} ({len(fsn)}×{len(xf)} seeds)", xlabel="cumulative wall-clock (s)", ylabel="val bpc")
-        ax.legend(fontsize=8)
-    return save_figure(fig, path)
+        ax.legend(fontsize=7)
+    return save_figure(fig, path, caption=caption)
 
 
 # ------------------------------------------------------------------------------------------------ Table 2
@@ -148,7 +157,13 @@ def fsn_table2(out_dir: Path, budget: str, results_dir: Path, source: str, rungs
     columns = list(dict.fromkeys(k for r in rows for k in r))
     rows = [{c: r.get(c, "—") for c in columns} for r in rows]
     if panels:
-        notes.append(f"**Figure 3:** `{plot_figure3(panels, Path(out_dir) / 'fig3.png').name}`.")
+        from oscrepro.analysis.figures import spec_caption
+        from oscrepro.tables.spec import load_spec
+
+        caption = (spec_caption(load_spec("fsn/table2"), budget) + " Dotted: the paper's Table 2 ratio (FSN time to "
+                   "the mean transformer's final loss) times our mean transformer wall-clock.")
+        png = plot_figure3(panels, Path(out_dir) / "fig3.png", {r["row"]: r.get("paper", {}) for r in rungs}, caption)
+        notes.append(f"**Figure 3:** `{png.name}`.")
     uniform = ("epoch e ends at train_wall_time_s × (e + 1) / epochs (uniform epochs; includes data setup and "
                "the test pass)")
     clock = (f"history column `{time_column}` (seconds since fit start) where the run logged it, else {uniform}"

@@ -53,38 +53,89 @@ def osciformer_fig2_time(out_dir: Path, budget: str, results_dir: Path, name: st
     out = [{"L": r["L"], "Mechanism": LABELS[r["mechanism"]], "Batch": r["batch"], "s/step": f"{r['s/step']:.4f}",
             "Epoch (s)": f"{r['epoch s']:.1f}", f"x {LABELS[reference]}": f"{r['s/step'] / ref[r['L']]:.2f}"}
            for r in rows]
-    png = plot_epoch_time(rows, Path(out_dir) / figure, f"{name}, budget={budget}")
+    png = plot_epoch_time(rows, Path(out_dir) / figure, f"{name}, budget={budget}", **_figure_paper(name, budget))
     notes = [
         f"**Protocol:** `{experiment}` with {' '.join(overrides)} for L in {lengths}: bare training step (forward, "
         f"loss, backward, AdamW) on the first {steps} batches ({warmup} untimed), median of {repeats} alternations "
         f"of the mechanisms in one process, {threads} thread(s) (oscrepro.bench.epoch_ratio.measure); epoch = "
         f"step x ceil({epoch_examples:,} / batch) batches (validation excluded). Times depend on the machine and its "
         f"load; the ratio column is the like-for-like comparison.",
-        f"**Figure:** `{png.name}`: per-epoch time vs L, linear axes (Figure 2a) and log-scale time (Figure 2b).",
+        f"**Figure:** `{png.name}`: per-epoch time vs L, linear axes (Figure 2a) and log-scale time (Figure 2b), and "
+        "(c) the ContiFormer / OsciFormer ratio beside the paper's 3x-20x band.",
     ]
     notes += [f"**Paper:** {p}" for p in (paper or {}).get("reading", [])]
     return columns, out, notes
 
 
-def plot_epoch_time(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
-    """Figure 2a (linear) and 2b (log-scale time): epoch seconds vs input length, one line per mechanism."""
+def _figure_paper(key: str, budget: str) -> dict[str, Any]:
+    """The paper's values for the figure (the spec's ``figure.paper``, reference data) and the caption."""
+    from oscrepro.analysis.figures import figure_block, spec_caption
+    from oscrepro.tables.spec import load_spec
+
+    spec = load_spec(key)
+    paper = figure_block(spec.path).get("paper") or {}
+    caption = (spec_caption(spec, budget) + " Epoch = measured s/step x batches of one epoch. Grey band: the "
+               "speed-ups the paper reports (Sec. 7, 3x to 20x) drawn over our OsciFormer time; dotted: Table 4's XOR "
+               "ratio (the paper gives no lengths for it).")
+    return {"band": paper.get("speedup_band"), "paper_ratio": paper.get("xor_ratio"), "caption": caption}
+
+
+def redraw_fig2_time(spec: Any, budget: str, out_dir: Path, rows: list[dict[str, str]]) -> Path:
+    """Figure 2a/2b redrawn from the committed csv (``python -m oscrepro.tables.redraw osciformer/fig2_time``)."""
+    back = {v: k for k, v in LABELS.items()}
+    parsed = [{"L": int(r["L"]), "mechanism": back[r["Mechanism"]], "epoch s": float(r["Epoch (s)"])} for r in rows]
+    a = spec.analysis
+    return plot_epoch_time(parsed, out_dir / a.get("figure", "fig2_time.png"), f"{a['name']}, budget={budget}",
+                           reference=a.get("reference", "osciformer"), **_figure_paper(spec.key, budget))
+
+
+def plot_epoch_time(rows: list[dict[str, Any]], path: Path, title: str, reference: str = "osciformer",
+                    band: list[float] | None = None, paper_ratio: float | None = None,
+                    caption: str | None = None) -> Path:
+    """Figure 2a (linear) and 2b (log-scale time): epoch seconds vs input length, one line per mechanism; (c) each
+    mechanism's time over ``reference``'s. The paper's speed-up ``band`` ([low, high] x) is shaded over the
+    reference's time in (b) and as a ratio in (c); ``paper_ratio`` (Table 4) is a dotted line in (c)."""
     from matplotlib.figure import Figure
 
-    from oscrepro.analysis.figures import save_figure
+    from oscrepro.analysis.figures import PAPER_BAND, PAPER_LINE, paper_label, save_figure
 
-    fig = Figure(figsize=(10, 3.8))
-    axes = fig.subplots(1, 2)
+    fig = Figure(figsize=(14, 4.2))
+    axes = fig.subplots(1, 3)
+    series = {}
     for mech in dict.fromkeys(r["mechanism"] for r in rows):
         pts = sorted((r["L"], r["epoch s"]) for r in rows if r["mechanism"] == mech)
-        x, y = np.array(pts).T
-        for ax in axes:
-            ax.plot(x, y, marker="o", label=LABELS[mech])
-    for ax, scale, tag in zip(axes, ("linear", "log"), ("(a)", "(b) log scale"), strict=True):
+        series[mech] = np.array(pts).T  # (2, n): L, epoch seconds
+    for mech, (x, y) in series.items():
+        for ax in axes[:2]:
+            ax.plot(x, y, marker="o", label=f"{LABELS[mech]} (ours)")
+    ref_x, ref_y = series[reference]
+    if band is not None:
+        axes[1].fill_between(ref_x, band[0] * ref_y, band[1] * ref_y, **PAPER_BAND,
+                             label=paper_label(f"{band[0]:g}x to {band[1]:g}x {LABELS[reference]} (Sec. 7)"))
+        axes[2].axhspan(band[0], band[1], **PAPER_BAND, label=paper_label(f"speed-ups {band[0]:g}x to {band[1]:g}x "
+                                                                          "(Sec. 7)"))
+    if paper_ratio is not None:
+        axes[2].axhline(paper_ratio, **PAPER_LINE, label=paper_label(f"{paper_ratio:g}x, Table 4 XOR"))
+    for mech, (x, y) in series.items():
+        if mech != reference:
+            axes[2].plot(x, y / ref_y, marker="o", color=f"C{list(series).index(mech)}",
+                         label=f"{LABELS[mech]} / {LABELS[reference]} (ours)")
+    for ax, scale, tag in zip(axes[:2], ("linear", "log"), ("(a)", "(b) log scale"), strict=True):
         ax.set_yscale(scale)
-        ax.set_xlabel("Input length L")
         ax.set_ylabel("Per-epoch training time (s)")
         ax.set_title(f"{tag}", fontsize=9)
+    axes[2].set_yscale("log")
+    ratios = np.concatenate([y / ref_y for m, (_, y) in series.items() if m != reference] or [np.ones(1)])
+    low, high = min(1.0, ratios.min()), max(40.0, ratios.max())
+    axes[2].set_ylim(low / 1.2, high * 1.2)
+    ticks = [t for t in (1, 2, 3, 5, 10, 20, 50, 100) if low / 1.2 <= t <= high * 1.2]
+    axes[2].set_yticks(ticks, [f"{t:g}x" for t in ticks])
+    axes[2].minorticks_off()
+    axes[2].set_ylabel(f"time / {LABELS[reference]} time")
+    axes[2].set_title("(c) speed-up of OsciFormer, ours vs the paper's", fontsize=9)
+    for ax in axes:
+        ax.set_xlabel("Input length L")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7)
     fig.suptitle(f"Per-epoch training time vs input length ({title})", fontsize=9)
-    return save_figure(fig, path)
+    return save_figure(fig, path, caption=caption)

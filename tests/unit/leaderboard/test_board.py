@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from oscrepro.leaderboard.board import Entry, plot_board, rank, read_task, render_board
+from oscrepro.leaderboard.board import Entry, mechanisms, rank, read_task, render_board
+from oscrepro.leaderboard.figure import plot_board
 from oscrepro.tables.build import matched_widths
 from oscrepro.tables.match import MatchError, with_matched_rows
 from oscrepro.tables.spec import Row, SpecError, load_spec
@@ -58,7 +59,7 @@ def test_board_from_synthetic_task_tables(tmp_path: Path) -> None:
     assert "| coupled_qk | 12,165 |" in md  # the parameter count of every entry
     assert "| osciformer |" not in md  # not a row of this task: absent, not invented
     assert "left out: **osciformer** — its attention alone outgrows" in md  # ... and the spec says why
-    plot_board([task], tmp_path / "board.png")
+    plot_board([task], tmp_path / "board.png", tuple(mechanisms()))
     assert (tmp_path / "board.png").stat().st_size > 10_000
 
 
