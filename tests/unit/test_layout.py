@@ -142,3 +142,25 @@ def test_every_paper_package_has_an_index(key):
     specs = sorted((ROOT.parent / "conf" / "table" / key).glob("*.yaml"))
     missing = [p.name for p in specs if f"conf/table/{key}/{p.name}" not in text]
     assert not missing, f"{readme} does not index {missing}"
+
+
+def _links(md: Path) -> list[str]:
+    import re
+
+    return [t for t in re.findall(r"\]\(([^)\s]+)\)", md.read_text()) if not t.startswith(("http://", "https://", "#"))]
+
+
+@pytest.mark.parametrize("md", ["README.md", "results/README.md", "oscrepro/papers/README.md"])
+def test_readme_links_resolve(md):
+    """Every relative link of the README map (and of the findings and placement pages) points at a file."""
+    path = ROOT.parent / md
+    broken = [t for t in _links(path) if not (path.parent / t.split("#")[0]).exists()]
+    assert not broken, f"{md}: broken links {broken}"
+
+
+def test_readme_links_every_paper_index():
+    """The README is the map: it links each paper's index (three hops README -> index -> spec/code/test)."""
+    linked = set(_links(ROOT.parent / "README.md"))
+    papers = sorted(p.name for p in (ROOT / "papers").iterdir() if p.is_dir() and not p.name.startswith("_"))
+    missing = [k for k in papers if f"oscrepro/papers/{k}/README.md" not in linked]
+    assert not missing, f"README.md links no index for {missing}"
