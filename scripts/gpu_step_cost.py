@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,8 +106,10 @@ class Session:
         return [*(["trainer=gpu"] if self.device == "cuda" else []), "seed=0", *self.extra]
 
 
-class RowTimeout(RuntimeError):
-    """The row ran past its wall-clock cap (raised by SIGALRM)."""
+class RowTimeout(BaseException):
+    """The row ran past its wall-clock cap (raised by SIGALRM). A BaseException, as KeyboardInterrupt is: the
+    compile fallbacks' ``except Exception`` (oscrepro.attention.compiled) would otherwise take it for a compiler
+    failure and run every later row's kernels eagerly."""
 
 
 def plan_rows(keys: list[str], max_rows: int | None = None) -> list[RowPlan]:
@@ -338,9 +341,10 @@ def measure_row(plan: RowPlan, session: Session) -> dict[str, Any]:
     }
     cuda = session.device == "cuda"
     t0 = time.perf_counter()
-    phase, notes, model, task, done = "compose", [], None, None, []
+    phase, notes, model, task, done, caught = "compose", [], None, None, [], []
     try:
-        with alarm(session.row_timeout_s + 15):  # hard stop; the step loop itself keeps to row_timeout_s
+        hard = session.row_timeout_s + min(15.0, session.row_timeout_s)  # the step loop keeps to row_timeout_s
+        with alarm(hard), warnings.catch_warnings(record=True) as caught:
             cfg = compose_run(overrides)
             validate_config(cfg)
             phase = "data"
@@ -356,7 +360,7 @@ def measure_row(plan: RowPlan, session: Session) -> dict[str, Any]:
                 rec["params"] = sum(p.numel() for p in model.parameters())
                 if cuda:
                     torch.cuda.reset_peak_memory_stats()
-                phase = "steps"
+                phase = "timing"
                 rec.update(time_steps(cfg, dm, task, session, t0 + session.row_timeout_s, done))
                 rec["peak GPU MiB"] = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
                 session.memo[key] = {"row": plan.label, "fields": {k: rec[k] for k in STEP_FIELDS}}
@@ -373,7 +377,7 @@ def measure_row(plan: RowPlan, session: Session) -> dict[str, Any]:
                 f"data: {_short(dm.source)}",
                 f"{rec['timed steps']} of {session.steps} timed steps" * (rec["timed steps"] < session.steps),
             ]
-    except Exception as err:  # noqa: BLE001 -- recorded in the row; the next row runs
+    except (Exception, RowTimeout) as err:  # noqa: BLE001 -- recorded in the row; the next row runs
         oom, timeout = isinstance(err, torch.OutOfMemoryError), isinstance(err, RowTimeout)
         rec["status"] = "oom" if oom else "timeout" if timeout else "failed"
         after = f" after {len(done)} steps ({', '.join(f'{t:.2f}' for t in done[:4])} s)" if done else ""
@@ -383,6 +387,7 @@ def measure_row(plan: RowPlan, session: Session) -> dict[str, Any]:
         gc.collect()
         if cuda:
             torch.cuda.empty_cache()
+    notes += [f"{w.message}: eager from here on" for w in caught if "torch.compile failed" in str(w.message)]
     rec["wall s"] = time.perf_counter() - t0
     rec["note"] = "; ".join(n for n in notes if n)
     return rec
@@ -462,22 +467,23 @@ def list_data(plans: list[RowPlan], session: Session) -> str:
         os.environ.pop(CACHE_DIR_ENV)
     else:
         os.environ[CACHE_DIR_ENV] = before
-    files: dict[str, dict[str, int]] = {}
-    for s in seen:
-        path = Path(s).resolve()
+    files = {}  # source path -> its path below its data root (the folder layout data/ must have)
+    for text in seen:
+        path = Path(text).resolve()
         root = next((r for r in roots if path.is_relative_to(r)), None)
-        if root is not None and path.is_file() and path != root:
-            rel = path.relative_to(root)
-            files.setdefault(f"{root}/{rel.parts[0]}", {})[rel.as_posix()] = path.stat().st_size
-    out = ["", "Dataset files read (copy them to data/<same relative path>):"]
-    for folder, read in sorted(files.items()):
-        out.append(f"  {folder}: {len(read)} files, {sum(read.values()) / 1e6:.1f} MB")
-        out += [f"    {rel} ({size / 1e6:.2f} MB)" for rel, size in sorted(read.items())]
-    total = sum(sum(r.values()) for r in files.values())
-    out.append(f"  total {total / 1e6:.1f} MB")
-    out.append("Cache entries built (carry .cache/oscrepro/<entry> to skip their tokenization):")
-    out += [f"  {name} ({size / 1e6:.1f} MB)" for name, size in caches]
-    out.append(f"  total {sum(s for _, s in caches) / 1e6:.1f} MB")
+        if root is not None and path.is_file():
+            files[path] = path.relative_to(root).as_posix()
+    size = sum(p.stat().st_size for p in files) / 1e6
+    out = ["", f"Dataset files read ({size:.1f} MB); copy them into data/ (repo root) with:"]
+    out += [
+        f"  install -D -m 644 {src} data/{rel}   # {src.stat().st_size / 1e6:.2f} MB"
+        for src, rel in sorted(files.items(), key=lambda kv: kv[1])
+    ]
+    out.append(
+        f"Cache entries built ({sum(s for _, s in caches) / 1e6:.1f} MB): carrying .cache/oscrepro/<entry> "
+        "skips that tokenization on the device"
+    )
+    out += [f"  {name}   # {size / 1e6:.1f} MB" for name, size in caches]
     return "\n".join(out)
 
 

@@ -49,7 +49,7 @@ def test_row_record_is_consistent(cost):
     [
         ("model.n_heads=3", "compose: ConfigError"),  # d_model 32 (smoke) is not divisible by 3 heads: refused
         ("model.positional=bogus", "model: InstantiationException"),  # passes validation, fails the model build
-        ("+task.optimizer.betas=[2.0,0.9]", "steps: ValueError: Invalid beta"),  # fails at the optimizer
+        ("+task.optimizer.betas=[2.0,0.9]", "timing: ValueError: Invalid beta"),  # fails at the optimizer
     ],
 )
 def test_failing_row_is_recorded_not_raised(cost, override, where):
@@ -109,7 +109,15 @@ def test_script_writes_markdown_and_csv(cost, tmp_path):
 
 def test_row_cap_cuts_timed_steps_and_the_hard_cap_raises(cost):
     (plan,) = cost.plan_rows(["fqo/table2"], max_rows=1)
-    rec = cost.measure_row(plan, cost.Session(budget="smoke", device="cpu", steps=6, warmup=1, row_timeout_s=0.0))
-    assert rec["status"] == "ok" and rec["timed steps"] == 3 and "3 of 6 timed steps" in rec["note"]
+    session = cost.Session(budget="smoke", device="cpu", steps=6, warmup=1)
+    cfg = cost.compose_run(plan.overrides("smoke", session.overrides()))
+    dm, _ = cost.resolve_data(plan, cfg, session)
+    _, task = cost.build(cfg, dm)
+    times = []
+    out = cost.time_steps(cfg, dm, task, session, deadline=0.0, times=times)  # the deadline has passed
+    assert out["timed steps"] == 3 and len(times) == 1 + 3  # the warm-up step, then the 3 timed at least
     with pytest.raises(cost.RowTimeout), cost.alarm(0.2):
         time.sleep(5)
+    assert not issubclass(cost.RowTimeout, Exception)  # compile fallbacks' `except Exception` must not eat it
+    rec = cost.measure_row(plan, cost.Session(budget="smoke", device="cpu", row_timeout_s=0.05))  # hard cap 0.1 s
+    assert rec["status"] == "timeout" and "RowTimeout: hard cap" in rec["note"]
