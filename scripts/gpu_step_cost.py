@@ -18,7 +18,8 @@ per step, ms/step (median), tokens/s, peak GPU memory, the first step's time (a 
 paper budget's GPU time = optimizer steps it trains (``trainer.max_steps``, or ``max_epochs`` x the train loader's
 batches / accumulation) x seeds at paper x ms/step. A row whose paper data is missing takes the data config of the
 same cell at budget ``cpu`` (with the paper's ``batch_size`` and ``seq_len``) and says so; its epoch length is then
-unknown. A row that fails (OOM, an error, the ``--row-timeout-s`` cap) is recorded with its error; rows left when
+unknown. A row that fails (OOM, an error, the ``--row-timeout-s`` cap, which does not count the first step's
+time: a torch.compile happens there, within ``--first-step-s``) is recorded with its error; rows left when
 ``--max-s`` is spent are listed as not reached. Rows run round-robin over the tables (every table's first row
 first), so each table gets a number before the global cap.
 """
@@ -37,7 +38,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,7 @@ class Session:
     steps: int = 10
     warmup: int = 3
     row_timeout_s: float = 45.0
+    first_step_s: float = 90.0  # more hard-cap time until the first step (a torch.compile) has run
     extra: list[str] = field(default_factory=list)  # overrides after every cell's own
     data: dict[str, Any] = field(default_factory=dict)  # data modules by resolved data config
     memo: dict[str, dict] = field(default_factory=dict)  # step measurements by step_key
@@ -191,11 +193,18 @@ def _first_tensor(batch: Any) -> torch.Tensor:
 
 
 def time_steps(
-    cfg: DictConfig, dm: Any, task: L.LightningModule, session: Session, deadline: float, times: list[float]
+    cfg: DictConfig,
+    dm: Any,
+    task: L.LightningModule,
+    session: Session,
+    deadline: float,
+    times: list[float],
+    first_done: Callable[[float], None] = lambda _: None,
 ) -> dict[str, Any]:
     """``warmup`` then up to ``steps`` timed optimizer steps (module docstring); fewer timed steps (at least 3)
-    when the next one would pass ``deadline``. ``times`` receives each step's seconds as it ends (what a row
-    stopped by its cap had done)."""
+    when the next one would pass ``deadline``, which the first step (where a torch.compile happens) moves on by
+    its own time; ``first_done(seconds)`` is called after it. ``times`` receives each step's seconds as it ends
+    (what a row stopped by its cap had done)."""
     device, steps, warmup = torch.device(session.device), session.steps, session.warmup
     tcfg = OmegaConf.to_container(cfg.trainer, resolve=True)
     task.configure_loop(**{k: tcfg[k] for k in LOOP_KEYS if tcfg.get(k) is not None})
@@ -237,6 +246,9 @@ def time_steps(
         step(batches[i * acc : (i + 1) * acc])
         sync()
         times.append(time.perf_counter() - t0)
+        if i == 0:
+            deadline += times[0]
+            first_done(times[0])
         if i >= warmup + 2 and i + 1 < warmup + steps and time.perf_counter() + times[-1] > deadline:
             break
     timed = times[warmup:]
@@ -287,20 +299,23 @@ def train_steps(cfg: DictConfig, datamodule: Any, acc: int, data_note: str) -> t
 
 
 @contextlib.contextmanager
-def alarm(seconds: float) -> Iterator[None]:
-    """Raise :class:`RowTimeout` after ``seconds`` (SIGALRM; no cap off the main thread or without SIGALRM)."""
-    usable = hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread()
-    if not usable:
-        yield
+def alarm(seconds: float) -> Iterator[Callable[[float], None]]:
+    """Raise :class:`RowTimeout` after ``seconds``; yields ``rearm(seconds)``, which restarts the countdown from
+    now (SIGALRM; no cap off the main thread or without SIGALRM)."""
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+        yield lambda _: None
         return
 
     def fire(*_: Any) -> None:
-        raise RowTimeout(f"hard cap of {seconds:.0f} s reached")
+        raise RowTimeout("hard cap reached")
+
+    def rearm(left: float) -> None:
+        signal.setitimer(signal.ITIMER_REAL, max(left, 0.01))
 
     old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+    rearm(seconds)
     try:
-        yield
+        yield rearm
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
@@ -344,7 +359,7 @@ def measure_row(plan: RowPlan, session: Session) -> dict[str, Any]:
     phase, notes, model, task, done, caught = "compose", [], None, None, [], []
     try:
         hard = session.row_timeout_s + min(15.0, session.row_timeout_s)  # the step loop keeps to row_timeout_s
-        with alarm(hard), warnings.catch_warnings(record=True) as caught:
+        with alarm(hard + session.first_step_s) as rearm, warnings.catch_warnings(record=True) as caught:
             cfg = compose_run(overrides)
             validate_config(cfg)
             phase = "data"
@@ -361,7 +376,8 @@ def measure_row(plan: RowPlan, session: Session) -> dict[str, Any]:
                 if cuda:
                     torch.cuda.reset_peak_memory_stats()
                 phase = "timing"
-                rec.update(time_steps(cfg, dm, task, session, t0 + session.row_timeout_s, done))
+                first_done = lambda dt: rearm(t0 + hard + dt - time.perf_counter())  # the first step not counted
+                rec.update(time_steps(cfg, dm, task, session, t0 + session.row_timeout_s, done, first_done))
                 rec["peak GPU MiB"] = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
                 session.memo[key] = {"row": plan.label, "fields": {k: rec[k] for k in STEP_FIELDS}}
             n, how = train_steps(cfg, dm, rec["accumulate"], fallback)
@@ -495,7 +511,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=10, help="timed optimizer steps per row")
     parser.add_argument("--warmup", type=int, default=3, help="untimed optimizer steps before them")
     parser.add_argument("--max-rows", type=int, default=None, help="at most this many rows per table")
-    parser.add_argument("--row-timeout-s", type=float, default=45.0)
+    parser.add_argument("--row-timeout-s", type=float, default=45.0, help="wall-clock cap of a row (+15 s hard)")
+    parser.add_argument("--first-step-s", type=float, default=90.0, help="more cap while the first step compiles")
     parser.add_argument("--max-s", type=float, default=330.0, help="no row starts after this many seconds")
     parser.add_argument("--out", type=Path, default=Path("results/bench/gpu_step_cost.md"), help="+ .csv beside")
     parser.add_argument("--list-data", action="store_true", help="print the data the rows read, then exit")
@@ -518,6 +535,7 @@ def main(argv: list[str] | None = None) -> None:
             not_reached = plans[i:]
             break
         session.row_timeout_s = min(args.row_timeout_s, left)
+        session.first_step_s = min(args.first_step_s, left - session.row_timeout_s)
         rec = measure_row(plan, session)
         records.append(rec)
         print(

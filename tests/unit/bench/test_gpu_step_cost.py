@@ -113,11 +113,15 @@ def test_row_cap_cuts_timed_steps_and_the_hard_cap_raises(cost):
     cfg = cost.compose_run(plan.overrides("smoke", session.overrides()))
     dm, _ = cost.resolve_data(plan, cfg, session)
     _, task = cost.build(cfg, dm)
-    times = []
-    out = cost.time_steps(cfg, dm, task, session, deadline=0.0, times=times)  # the deadline has passed
+    times, first = [], []
+    out = cost.time_steps(cfg, dm, task, session, deadline=0.0, times=times, first_done=first.append)  # passed
     assert out["timed steps"] == 3 and len(times) == 1 + 3  # the warm-up step, then the 3 timed at least
+    assert first == times[:1]  # told once, after the first step
     with pytest.raises(cost.RowTimeout), cost.alarm(0.2):
         time.sleep(5)
+    with cost.alarm(0.2) as rearm:  # re-armed: the countdown starts again
+        rearm(5.0)
+        time.sleep(0.4)
     assert not issubclass(cost.RowTimeout, Exception)  # compile fallbacks' `except Exception` must not eat it
     rec = cost.measure_row(plan, cost.Session(budget="smoke", device="cpu", row_timeout_s=0.05))  # hard cap 0.1 s
     assert rec["status"] == "timeout" and "RowTimeout: hard cap" in rec["note"]
