@@ -125,3 +125,15 @@ def test_row_cap_cuts_timed_steps_and_the_hard_cap_raises(cost):
     assert not issubclass(cost.RowTimeout, Exception)  # compile fallbacks' `except Exception` must not eat it
     rec = cost.measure_row(plan, cost.Session(budget="smoke", device="cpu", row_timeout_s=0.05))  # hard cap 0.1 s
     assert rec["status"] == "timeout" and "RowTimeout: hard cap" in rec["note"]
+
+
+def test_list_data_names_the_files_a_fallback_row_reads(cost, capsys):
+    from oscrepro.data.paths import find_dataset
+
+    if find_dataset("wikitext-2", marker="train.txt") is None:
+        pytest.skip("WikiText-2 is not on this machine")
+    (plan,) = cost.plan_rows(["fsn/table1"], max_rows=1)  # enwik8 missing: the cpu stand-in reads WikiText-2 bytes
+    text = cost.list_data([plan], cost.Session())
+    assert "data config of budget cpu" in capsys.readouterr().out
+    for name in ("train.txt", "valid.txt", "test.txt"):
+        assert f"/wikitext-2/{name} data/wikitext-2/{name}" in text
