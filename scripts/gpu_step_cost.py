@@ -432,6 +432,9 @@ def render(records: list[dict[str, Any]], not_reached: list[RowPlan], header: li
         rows = [r for r in records if r["table"] == table]
         known = [r for r in rows if r.get("est h") is not None]
         total = sum(r["est h"] * r["run columns"] for r in known)
+        if not known:  # a total of 0 h would read as "free"
+            lines.append(f"- `{table}`: no estimate ({len(rows)} rows without one: see their notes)")
+            continue
         lines.append(
             f"- `{table}`: ≈ {total:,.2f} h over {len(known)} of {len(rows)} measured rows"
             + (f" ({len(rows) - len(known)} without an estimate: see their notes)" if len(known) < len(rows) else "")
