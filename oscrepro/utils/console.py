@@ -40,7 +40,7 @@ def _fmt(value: float) -> str:
     """4 significant digits, never scientific notation for ordinary magnitudes (perplexities, accuracies)."""
     if not math.isfinite(value):
         return str(value)
-    return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.0f}"
+    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"  # .4g: 4.982e+04
 
 
 def metrics_text(metrics: Mapping[str, Any]) -> str:
