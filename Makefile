@@ -23,9 +23,11 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PY) -m pip install -q -r requirements.lock
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
-
-install: $(VENV)/.installed ## Create .venv and install the pinned dependencies (requirements.lock) + oscrepro
 	@echo "installed into $(VENV); torch: $$($(PY) -c 'import torch; print(torch.__version__)')"
+
+# Said once, when it installs (above), not by every target that depends on install.
+install: $(VENV)/.installed ## Create .venv and install the pinned dependencies (requirements.lock) + oscrepro
+	@:
 
 demo: install ## fqo Figure 2 + Table 2 at budget=cpu (9 short runs, 2 at a time)
 	$(PY) -m oscrepro.table fqo/fig2 --budget cpu

@@ -15,11 +15,17 @@ run's is refused (oscrepro.runs.resume), and a resumed run trains at the thread 
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__" and {"-h", "--help"} & set(sys.argv[1:]):  # help in a second: before torch and Lightning
+    from oscrepro.utils.train_help import main as _help
+
+    _help()
+
 import logging
 import math
 import os
 import shutil
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -32,7 +38,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from hydra.types import RunMode
 from hydra.utils import instantiate
-from lightning.pytorch.loggers import CSVLogger, Logger
+from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
 from oscrepro.data.base import model_dims
@@ -46,6 +52,9 @@ from oscrepro.runs.sweep import Plan, outcome
 from oscrepro.runs.validate import ConfigError, validate_config
 from oscrepro.tasks.base import DivergedError
 from oscrepro.utils.callbacks import EPOCH_TIME, EpochCheckpoint, EpochWallClock
+from oscrepro.utils.console import report_run
+from oscrepro.utils.loggers import finish_wandb as _finish_wandb
+from oscrepro.utils.loggers import run_loggers as _loggers
 from oscrepro.utils.provenance import provenance
 from oscrepro.utils.quiet import expected_on_resume, quiet_third_party
 
@@ -80,23 +89,6 @@ def make_trainer(cfg: DictConfig, task: L.LightningModule, **kwargs: Any) -> L.T
     return instantiate(tcfg, **kwargs)
 
 
-def _loggers(cfg: DictConfig, run_dir: Path) -> list[Logger]:
-    loggers: list[Logger] = [CSVLogger(save_dir=str(run_dir), name="", version="logs")]
-    for name, lcfg in (cfg.get("logger") or {}).items():
-        if lcfg is not None and "_target_" in lcfg:
-            if "wandb" in name:
-                os.environ.setdefault("WANDB_MODE", "offline")  # offline unless the user chose a mode
-            loggers.append(instantiate(lcfg))
-    return loggers
-
-
-def _finish_wandb(loggers: list[Logger]) -> None:
-    if any(type(lg).__name__ == "WandbLogger" for lg in loggers):
-        import wandb
-
-        wandb.finish()
-
-
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Run (or skip, if finished) one configured training job; returns its metrics (``status`` included)."""
     quiet_third_party()  # here, not only in main: in-process table builds and joblib workers call train() too
@@ -106,7 +98,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         return _run(cfg, None, run_dir, build(cfg, threads=resume_threads(cfg, run_dir)))
     record = RunRecord(run_dir)
     if record.finished():
-        log.info("run %s already finished (%s): skipped", run_dir, record.status()["status"])
+        report_run(run_dir, record.status()["status"], record.metrics(), record.status().get("reason"), skipped=True)
         return {**record.metrics(), "status": record.status()["status"]}
     built = _build_or_error(cfg)  # a missing or corrupted dataset is refused here, before anything is written
     with record.lock() as waited:  # one process trains a run at a time; a second one waits, then reads it
@@ -345,7 +337,7 @@ def _run(cfg: DictConfig, record: RunRecord | None, run_dir: Path, built: Built 
         status, extra = _failed_closing(status, extra, closing)
     metrics["train_wall_time_s"] = round(time.time() - t0, 2)
     status = _write_record(record, status, metrics, extra)
-    log.info("run record: %s (status %s)", run_dir, status)
+    report_run(run_dir, status, metrics, extra.get("reason"))  # the run's numbers, on one line
     return {**metrics, "status": status}
 
 
@@ -496,10 +488,11 @@ def cli() -> None:
     :data:`EXIT_REFUSED`, nothing written); then Hydra's own entry point. A multirun ends with one line that
     counts its jobs by status, read from their run records (whatever the launcher), and exits :data:`EXIT_FAILED`
     when any job is not ``ok``."""
+    quiet_third_party()  # before Hydra's launcher logs (the joblib launcher's settings repr: oscrepro.utils.quiet)
     plan, configs = checked_jobs(sys.argv[1:])
     main()
     if plan.multirun and plan.runs and plan.jobs is not None:
-        ok, line = outcome(configs)
+        ok, line = outcome(configs, plan.jobs)
         print(line, file=sys.stdout if ok else sys.stderr)
         if not ok:
             raise SystemExit(EXIT_FAILED)

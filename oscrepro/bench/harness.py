@@ -95,6 +95,8 @@ def peak_memory_mb(fn: Callable[[nn.Module, Tensor], None], block: nn.Module, x:
     from torch.profiler import ProfilerActivity, profile
 
     static = sum(p.numel() * p.element_size() for p in block.parameters()) + x.numel() * x.element_size()
+    for p in block.parameters():  # an earlier pass's gradients are freed before the profiled pass, not inside it:
+        p.grad = None  # the profiler cannot size a block allocated before it started (c10 warns "unknown size")
     with warnings.catch_warnings():  # the profiler warns that it keeps only the last cycle: that is all we use
         warnings.simplefilter("ignore", UserWarning)
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:

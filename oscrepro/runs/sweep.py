@@ -5,8 +5,8 @@ written", though something was), and a sweep whose every job failed exited 0. :f
 command line into each job's overrides the way Hydra's basic sweeper does (Hydra's own override parser and
 ``BasicSweeper.split_arguments``, with ``hydra.sweeper.params`` first), so that the train CLI composes and
 validates every job before Hydra writes anything; :func:`outcome` reads each job's run record after Hydra returns
-(the records are where every launcher, in-process, joblib or submitit, leaves its result) and gives the one-line
-summary and whether the sweep succeeded.
+(the records are where every launcher, in-process, joblib or submitit, leaves its result) and gives the summary
+(each job's metrics, then one line of counts) and whether the sweep succeeded.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig
 
 from oscrepro.runs.record import RunRecord, run_dir
+from oscrepro.utils.console import job_lines
 from oscrepro.utils.suggest import one_value_each
 
 BASIC_SWEEPER = f"{BasicSweeper.__module__}.{BasicSweeper.__name__}"
@@ -88,13 +89,21 @@ def plan(argv: Sequence[str], conf_dir: Path) -> Plan:
     return Plan(jobs=[list(job) for job in batch], multirun=True, runs=True)
 
 
-def outcome(configs: Sequence[DictConfig]) -> tuple[bool, str]:
-    """(every job ``ok``, one summary line) from the run record of each job's config: ok / failed / diverged
-    counts, jobs without a finished record (refused, or killed), and the records of those that are not ``ok``."""
-    statuses = []
+def outcome(configs: Sequence[DictConfig], jobs: Sequence[Sequence[str]] | None = None) -> tuple[bool, str]:
+    """(every job ``ok``, the sweep's summary) from the run record of each job's config: one line per job with its
+    final val/test metrics or why it is not ok (:func:`oscrepro.utils.console.job_lines`; labelled by the overrides
+    that differ between ``jobs``, when given), then one line that counts ok / failed / diverged, jobs without a
+    finished record (refused, or killed), and the records of those that are not ``ok``."""
+    statuses, records = [], []
     for cfg in configs:
-        status = RunRecord(run_dir(cfg)).status().get("status")
-        statuses.append(status if status in ("ok", "failed", "diverged") else "unfinished")
+        record = RunRecord(run_dir(cfg))
+        status = record.status()
+        state = status.get("status")
+        statuses.append(state if state in ("ok", "failed", "diverged") else "unfinished")
+        records.append((record.dir, statuses[-1], record.metrics(), status.get("reason")))
+    swept = swept_keys(jobs) if jobs is not None else []
+    labels = ([job_label(job, swept) for job in jobs] if jobs is not None and len(jobs) == len(configs)
+              else [f"job {i}" for i in range(len(configs))])
     counts = Counter(statuses)
     line = (f"multirun: {len(statuses)} job(s): {counts['ok']} ok, {counts['failed']} failed, "
             f"{counts['diverged']} diverged")
@@ -103,7 +112,7 @@ def outcome(configs: Sequence[DictConfig]) -> tuple[bool, str]:
     bad = [f"{run_dir(cfg)} ({status})" for cfg, status in zip(configs, statuses, strict=True) if status != "ok"]
     if bad:
         line += f"; not ok: {', '.join(bad)}"
-    return not bad, line
+    return not bad, "\n".join([*job_lines(labels, records), line])
 
 
 def job_label(overrides: Sequence[str], swept: Sequence[str]) -> str:

@@ -109,6 +109,28 @@ RESUME_FILTERS: tuple[WarningFilter, ...] = (
 )
 
 
+# Only outside a SLURM allocation (``SLURM_JOB_ID`` unset: see :func:`outside_slurm`); inside one the hint is real.
+OUTSIDE_SLURM_FILTERS: tuple[WarningFilter, ...] = (
+    # Lightning's ``SLURMEnvironment._validate_srun_used`` (fabric/plugins/environments/slurm.py) warns, once per
+    # Trainer and so once per run, whenever an ``srun`` binary is on PATH and the process was not started by srun:
+    # on a login node or a workstation with the SLURM client installed, where a local run is meant. Inside an
+    # allocation (``SLURM_JOB_ID`` set) a missing srun makes multi-GPU jobs hang, so there the hint still shows. The
+    # category is Lightning's ``PossibleUserWarning``, a UserWarning subclass (matched as UserWarning, so this module
+    # imports no Lightning). Would go away if Lightning checked for an allocation before suggesting srun.
+    WarningFilter(
+        message=r"The `srun` command is available on your system but is not used\.",
+        category=UserWarning,
+        module=r"lightning\.fabric\.plugins\.environments\.slurm\Z",
+        cause="Lightning suggests srun whenever the binary exists; outside an allocation a local run is intended",
+    ),
+)
+
+
+def outside_slurm() -> bool:
+    """True when this process is not inside a SLURM allocation (no ``SLURM_JOB_ID``)."""
+    return not os.environ.get("SLURM_JOB_ID")
+
+
 @dataclass(frozen=True)
 class QuietLogger:
     """A third-party logger whose INFO lines are chatter; raised to WARNING (its warnings/errors still show)."""
@@ -150,6 +172,36 @@ LOG_FILTERS: tuple[LogFilter, ...] = (
     # not need CUDA. Would go away with a CPU-only torch wheel or if torch logged it only when building CUDA code.
     LogFilter("torch.utils.cpp_extension", r"No CUDA runtime is found",
               "torch's cpp_extension warns on CPU machines with CUDA_HOME set; compiled CPU kernels need no CUDA"),
+    # hydra-joblib-launcher's ``launch`` (hydra_plugins/hydra_joblib_launcher/_core.py) logs at INFO the whole
+    # ``Joblib.Parallel(n_jobs=2,backend=loky,prefer=processes,require=None,verbose=0,timeout=None,pre_dispatch=
+    # 2*n_jobs,batch_size=auto,temp_folder=None,max_nbytes=None,mmap_mode=r) is launching N jobs`` before every
+    # sweep: the launcher's settings repr, not progress (its next lines, the sweep dir and each job's overrides,
+    # still show). Would go away if the plugin logged it at DEBUG.
+    LogFilter("hydra_plugins.hydra_joblib_launcher._core", r"Joblib\.Parallel\(.*\) is launching \d+ jobs",
+              "Hydra's joblib launcher logs its joblib.Parallel settings repr at INFO before each sweep"),
+)
+
+
+@dataclass(frozen=True)
+class EnvDefault:
+    """An environment variable a C++ library reads at start-up to pick its log level; set only when unset."""
+
+    name: str
+    value: str
+    cause: str
+
+
+ENV_DEFAULTS: tuple[EnvDefault, ...] = (
+    # The CPU peak-memory measurement of the benchmarks (oscrepro.bench.harness: ssa Table 1, coupledqk overhead)
+    # runs one pass under ``torch.profiler`` (kineto). With the CUDA wheel on a machine without a GPU driver,
+    # kineto's ``DeviceProperties.cpp`` asks for the GPU count when the profiler starts and logs
+    # "ERROR:<date> <pid> DeviceProperties.cpp:48] gpuGetDeviceCount failed with code 35" (cudaErrorInsufficientDriver)
+    # from C++, to stderr, once per process. Only CPU events are recorded, which need no GPU. Kineto's own switch is
+    # ``KINETO_LOG_LEVEL`` (0 verbose ... 4 error; 5: none), read when the profiler first starts; oscrepro uses the
+    # profiler for nothing else. Would go away with a CPU-only torch wheel or if kineto skipped GPU queries for
+    # CPU-only activities.
+    EnvDefault("KINETO_LOG_LEVEL", "5",
+               "kineto (torch.profiler) logs gpuGetDeviceCount code 35 on CUDA wheels without a driver"),
 )
 
 
@@ -173,11 +225,16 @@ def _ignore(filters: tuple[WarningFilter, ...]) -> None:
 
 
 def quiet_third_party() -> None:
-    """Install :data:`WARNING_FILTERS` and :data:`LOG_FILTERS`, raise :data:`QUIET_LOGGERS` to WARNING (idempotent;
+    """Install :data:`WARNING_FILTERS` (and :data:`OUTSIDE_SLURM_FILTERS` outside a SLURM allocation) and
+    :data:`LOG_FILTERS`, set :data:`ENV_DEFAULTS` that are unset, raise :data:`QUIET_LOGGERS` to WARNING (idempotent;
     no-op when ``OSCREPRO_THIRD_PARTY_NOISE`` is set to a non-empty value other than ``0``)."""
     if _noisy():
         return
     _ignore(WARNING_FILTERS)
+    if outside_slurm():
+        _ignore(OUTSIDE_SLURM_FILTERS)
+    for env in ENV_DEFAULTS:
+        os.environ.setdefault(env.name, env.value)
     for lf in LOG_FILTERS:
         logger = logging.getLogger(lf.name)
         if not any(isinstance(f, _DropMatching) and f.pattern.pattern == lf.message for f in logger.filters):

@@ -8,8 +8,11 @@ WikiText-2 C = 14.97, alpha = 0.465, max |log-res| = 0.031 and TinyStories C = 3
 alpha = 0.524, max |log-res| = 0.042 (paper: 0.47 / 0.53, <= 0.048), so this is the paper's fit.
 
 Non-positive gaps have no logarithm: they are excluded from the fit AND listed in the result's
-``excluded`` field (index, x, y) with a ``RuntimeWarning``, never dropped silently. A fit needs at
-least two distinct positive points; x must be strictly positive.
+``excluded`` field (index, x, y), never dropped silently: a direct call also warns (``RuntimeWarning``);
+:func:`plot_figure6`, whose fits go into the table's notes with their exclusions, does not print them to the
+console a second time (at ``budget=cpu`` every TinyStories gap is negative: the oscillator is ahead of softmax, a
+result, not a numerical problem). A fit needs at least two distinct positive points (else ``ValueError`` naming the
+excluded points); x must be strictly positive.
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ def power_law(x: np.ndarray | Sequence[float] | float, c: float, alpha: float) -
     return c * np.asarray(x, dtype=np.float64) ** (-alpha)
 
 
-def fit_power_law(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> dict[str, Any]:
+def fit_power_law(
+    x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, warn: bool = True
+) -> dict[str, Any]:
     """Least-squares fit of y ~= C x^(-alpha) in log-log space.
 
     Returns ``{"C", "alpha", "max_abs_log_residual", "log_residuals" (per used point), "n_used",
-    "used_index", "excluded": [{"index", "x", "y"}]}``.
+    "used_index", "excluded": [{"index", "x", "y"}]}``. ``warn=False``: the caller reports ``excluded`` itself.
     """
     xa = np.asarray(x, dtype=np.float64).ravel()
     ya = np.asarray(y, dtype=np.float64).ravel()
@@ -43,7 +48,7 @@ def fit_power_law(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarr
         raise ValueError("x must be finite and strictly positive for a log-log fit")
     good = np.isfinite(ya) & (ya > 0)
     excluded = [{"index": int(i), "x": float(xa[i]), "y": float(ya[i])} for i in np.flatnonzero(~good)]
-    if excluded:
+    if excluded and warn:
         warnings.warn(
             f"fit_power_law: {len(excluded)} non-positive/non-finite y excluded from the fit: {excluded}",
             RuntimeWarning,
@@ -51,7 +56,8 @@ def fit_power_law(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarr
         )
     lx, ly = np.log(xa[good]), np.log(ya[good])
     if lx.size < 2 or np.ptp(lx) == 0:
-        raise ValueError(f"need >= 2 distinct positive points to fit a power law, got {lx.size}")
+        dropped = f"; excluded as non-positive or non-finite: {_listed(excluded)}" if excluded else ""
+        raise ValueError(f"need >= 2 distinct positive points to fit a power law, got {lx.size}{dropped}")
     design = np.stack([np.ones_like(lx), lx], axis=1)  # (n, 2): [1, log x]
     (log_c, slope), *_ = np.linalg.lstsq(design, ly, rcond=None)
     resid = ly - (log_c + slope * lx)
@@ -64,6 +70,11 @@ def fit_power_law(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarr
         "used_index": np.flatnonzero(good).tolist(),
         "excluded": excluded,
     }
+
+
+def _listed(excluded: list[dict[str, Any]]) -> str:
+    """``x=2: -0.31, x=4: -0.52`` for the excluded points of a fit."""
+    return ", ".join(f"x={e['x']:g}: {e['y']:.3g}" for e in excluded)
 
 
 def plot_figure6(panels: Sequence[dict[str, Any]], path: str | Path, caption: str | None = None
@@ -92,7 +103,7 @@ def plot_figure6(panels: Sequence[dict[str, Any]], path: str | Path, caption: st
         osc = np.asarray(p["osc_mean"], dtype=np.float64)
         sm = float(p["softmax_mean"])
         try:
-            fit = fit_power_law(d, osc - sm)
+            fit = fit_power_law(d, osc - sm, warn=False)  # exclusions go into the fits (the table's notes)
         except ValueError as err:
             fit = None
             fits.append({"name": p["name"], "error": str(err)})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -78,8 +80,11 @@ def test_plot_figure6_keeps_a_panel_without_a_fit(tmp_path):
     stop the other panel's fit."""
     fitted = dict(name="A", d_osc=D_OSC, osc_mean=[110.67, 107.20, 105.23, 103.78, 102.56], softmax_mean=99.58)
     unfit = dict(name="B", d_osc=D_OSC, osc_mean=[9.0, 8.0, 7.0, 6.0, 10.0], softmax_mean=9.5)
-    with pytest.warns(RuntimeWarning, match="non-positive"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the exclusions are in the fits (the table's notes), not on the console
         fits = plot_figure6([fitted, unfit], tmp_path / "fig6.png")
     assert (tmp_path / "fig6.png").read_bytes()[:4] == b"\x89PNG"
     assert fits[0]["C"] == pytest.approx(14.97, abs=0.01)
     assert set(fits[1]) == {"name", "error"} and "got 1" in fits[1]["error"]
+    # the excluded gaps are named in the error (osc - softmax: -0.5 at 2, -1.5 at 4, -2.5 at 8, -3.5 at 16)
+    assert "x=2: -0.5, x=4: -1.5, x=8: -2.5, x=16: -3.5" in fits[1]["error"]
