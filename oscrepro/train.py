@@ -45,6 +45,8 @@ from oscrepro.data.base import model_dims
 from oscrepro.data.integrity import DataIntegrityError, setup_data
 from oscrepro.data.paths import DatasetNotFoundError
 from oscrepro.runs import history
+from oscrepro.runs.loggers import finish_wandb as _finish_wandb
+from oscrepro.runs.loggers import run_loggers as _loggers
 from oscrepro.runs.record import MECHANISM_GROUP, RunRecord, unwritable_dir, with_mechanism
 from oscrepro.runs.record import run_dir as run_dir_of
 from oscrepro.runs.resume import CheckpointOwnerError, RngStateCheckpoint, RunIdCheckpoint, check_owner
@@ -53,8 +55,6 @@ from oscrepro.runs.validate import ConfigError, validate_config
 from oscrepro.tasks.base import DivergedError
 from oscrepro.utils.callbacks import EPOCH_TIME, EpochCheckpoint, EpochWallClock
 from oscrepro.utils.console import report_run
-from oscrepro.utils.loggers import finish_wandb as _finish_wandb
-from oscrepro.utils.loggers import run_loggers as _loggers
 from oscrepro.utils.provenance import provenance
 from oscrepro.utils.quiet import expected_on_resume, quiet_third_party
 

@@ -2,7 +2,7 @@
 
 A run used to end with ``run record: <dir> (status ok)``: the metrics were only in ``metrics.json``. :func:`run_line`
 puts the final validation and test metrics on that line; :func:`job_lines` gives the same for every job of a
-Hydra multirun (``oscrepro.utils.sweep.outcome``), read back from the run records.
+Hydra multirun (``oscrepro.runs.sweep.outcome``), read back from the run records.
 
 Which metrics: every ``val/<name>`` the run logged (a task's headline metrics: loss, acc, ppl, bpc, mse, ll, ...;
 trackers such as ``val/ppl_best`` left out) and the ``test/<name>`` of the same names. Test-only extras (the SVA

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from oscrepro.runs.record import RunRecord, run_dir
+from oscrepro.runs.sweep import outcome
 from oscrepro.utils.console import headline_names, job_lines, metrics_text, run_line
-from oscrepro.utils.run_record import RunRecord, run_dir
-from oscrepro.utils.sweep import outcome
 
 SVA = {  # a fqo/sva smoke run's metrics.json (abridged)
     "epochs": 1,

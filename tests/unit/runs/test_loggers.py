@@ -8,9 +8,9 @@ import os
 
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
-from oscrepro.tables.runs import compose_run
-from oscrepro.utils.loggers import WANDB_DEFAULTS, run_loggers
-from oscrepro.utils.run_record import hashed_payload, run_dir
+from oscrepro.runs.compose import compose_run
+from oscrepro.runs.loggers import WANDB_DEFAULTS, run_loggers
+from oscrepro.runs.record import hashed_payload, run_dir
 
 
 def test_wandb_logger_carries_run_id_config_and_resume(tmp_path, monkeypatch):

@@ -2,7 +2,7 @@
 
 A wandb run is the run record's twin on a dashboard:
 
-* its config is the resolved config the run id hashes (:func:`~oscrepro.utils.run_record.hashed_payload`) plus
+* its config is the resolved config the run id hashes (:func:`~oscrepro.runs.record.hashed_payload`) plus
   ``run_id`` and ``record`` (the run dir), so a dashboard filters by any hyperparameter and links back to the record;
 * its id is the run id, with ``resume="allow"``: a resumed or requeued run continues the same wandb run;
 * group, job_type and tags come from ``conf/logger/wandb.yaml``;
@@ -27,7 +27,7 @@ from hydra.utils import get_class, instantiate
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
-from oscrepro.utils.run_record import hashed_payload
+from oscrepro.runs.record import hashed_payload
 
 log = logging.getLogger("oscrepro.train")
 
