@@ -3,6 +3,8 @@
     python -m oscrepro.table fqo/table2 --budget cpu                    # in-process, one run after another
     python -m oscrepro.table fqo/table2 --budget paper --launcher joblib  # one pool of worker processes (1/core)
     python -m oscrepro.table fqo/table2 --budget cpu trainer=gpu          # extra Hydra overrides for every run
+    python -m oscrepro.table fqo/table2 --launcher slurm_cpu hydra.launcher.timeout_min=30 --detach  # SLURM array
+    python -m oscrepro.table fqo/table2 --collect                          # later: render what the jobs finished
 
 Finished runs (status ok or diverged) are never redone, so a killed build resumes where it stopped.
 
@@ -20,6 +22,7 @@ import inspect
 import logging
 import math
 import os
+import shlex
 import sys
 from collections import Counter
 from pathlib import Path
@@ -29,7 +32,15 @@ from hydra.utils import get_method
 
 from oscrepro.tables.aggregate import aggregate, effective_status
 from oscrepro.tables.compose import compose_run, path_override
-from oscrepro.tables.launch import LAUNCHERS, LauncherUnavailableError, Progress, check_launcher, launch
+from oscrepro.tables.launch import (
+    LaunchConfig,
+    LauncherUnavailableError,
+    Progress,
+    launch,
+    launcher_names,
+    resolve_launcher,
+    split_launcher_overrides,
+)
 from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import render_analysis_table, render_runs_table
 from oscrepro.tables.runs import MissingRunsError, serve_from_variants
@@ -160,10 +171,15 @@ def recompute_mismatches(key: str, budget: str, results: Path, rel_tol: float = 
     return out
 
 
-def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extra: list[str] | None = None,
-                results_dir: str | Path | None = None, workers: int | None = None, variant: str | None = None,
-                render_only: bool = False) -> Path:
+def build_table(key: str, budget: str = "cpu", launcher: str | LaunchConfig = "inprocess",
+                extra: list[str] | None = None, results_dir: str | Path | None = None, workers: int | None = None,
+                variant: str | None = None, render_only: bool = False, detach: bool = False,
+                collect: bool = False) -> Path | None:
     """Build one table and return the path of its markdown rendering.
+
+    ``launcher``: a pool or Hydra launcher config (oscrepro.tables.launch); ``hydra.launcher.<key>=<value>`` in
+    ``extra`` configure it. ``detach``: submit the missing runs as one SLURM array and return None at once;
+    ``collect``: train nothing, record the SLURM state of every ended job, and render (oscrepro.tables.slurm).
 
     ``render_only``: train nothing; render from the finished records (a build still in progress, or one split over
     sessions), every cell flagging its missing runs.
@@ -174,7 +190,8 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
     """
     if budget not in BUDGETS:
         raise ValueError(f"budget={budget!r}; valid: {', '.join(BUDGETS)}")
-    check_launcher(launcher)
+    extra, launcher_overrides = split_launcher_overrides(list(extra or []))
+    pool = resolve_launcher(launcher, launcher_overrides)
     spec: TableSpec = load_spec(key)
     check_extra_overrides(spec, list(extra or []))  # seed=..., or a key a row sets: refused, never replaced
     results = Path(results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))
@@ -193,6 +210,11 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         fn = get_method(spec.analysis["_target_"])
         kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets")}
         kwargs.update((spec.analysis.get("budgets") or {}).get(budget, {}))
+        if "launcher" in kwargs and (pool.name != "inprocess" or pool.overrides):  # the one chosen here wins
+            kwargs["launcher"] = pool
+        if detach or collect:
+            raise SpecError(f"table {key}: an analysis table trains inside its adapter; --detach and --collect "
+                            f"are for runs tables")
         if extra:  # an analysis of a variant: its source runs are planned with the same overrides (same run ids)
             if "overrides" not in inspect.signature(fn).parameters:
                 raise SpecError(f"table {key}: its analysis ({spec.analysis['_target_']}) reads fixed runs and takes "
@@ -213,18 +235,24 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         log.warning(over_plain)
     runs = unique_runs(cells)
     missing = [r for r in runs if not r.record.finished()]
-    if launcher in ("inprocess", "joblib") and any("ddp" in str(r.cfg.trainer.get("strategy", "")) for r in missing):
+    if pool.kind in ("inprocess", "joblib") and any("ddp" in str(r.cfg.trainer.get("strategy", "")) for r in missing):
         # Lightning's DDP launcher re-runs this process's command line once per extra rank: here, the table build
         raise LauncherUnavailableError("trainer=ddp runs start one process per device by re-running the command "
                                        "line; train them with `python -m oscrepro.train ... trainer=ddp`, then build "
                                        "the table, which reads their records")
-    if render_only:
+    if collect:  # the SLURM state of each unfinished run's job; ended failures recorded in the runs
+        from oscrepro.tables.slurm import collect as collect_jobs
+
+        collect_jobs(key, runs)
+    if render_only or collect:
         print(f"[table {key}] budget={budget}: {len(runs)} runs, {len(missing)} missing (render only: not trained)",
               flush=True)
     else:
         progress = Progress(key, len(runs), len(runs) - len(missing))
-        print(f"[table {key}] budget={budget}: {len(runs)} runs, {len(missing)} to train ({launcher})", flush=True)
-        launch(missing, launcher, progress, max_workers=workers)
+        print(f"[table {key}] budget={budget}: {len(runs)} runs, {len(missing)} to train ({pool})", flush=True)
+        launch(missing, pool, progress, max_workers=workers, detach=detach)
+        if detach:
+            return None
 
     run_statuses = [r.record.status() for r in runs]  # read each status.json once
     # an ok record with a non-finite final metric counts as diverged (oscrepro.tables.aggregate), here too
@@ -270,7 +298,9 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table", help=f"<paper>/<table>; available: {', '.join(available_tables())}")
     parser.add_argument("--budget", default="cpu", choices=BUDGETS)
-    parser.add_argument("--launcher", default="inprocess", choices=LAUNCHERS)
+    parser.add_argument("--launcher", default="inprocess", choices=launcher_names(),
+                        help="a pool or a Hydra launcher config (conf/hydra/launcher/), configured by "
+                             "hydra.launcher.<key>=<value> overrides")
     parser.add_argument("--results-dir", default=None)
     parser.add_argument("--variant", default=None,
                         help="render into <paper>[/<budget>]/<variant>/ (for builds whose overrides change the runs)")
@@ -278,20 +308,26 @@ def main(argv: list[str] | None = None) -> None:
                         help="joblib: at most this many worker processes (default: one per core)")
     parser.add_argument("--render-only", action="store_true",
                         help="train nothing: render from the finished run records, flagging missing runs")
+    parser.add_argument("--detach", action="store_true",
+                        help="SLURM launchers: submit the missing runs as one array and exit (then --collect)")
+    parser.add_argument("--collect", action="store_true",
+                        help="train nothing: render from finished runs, saying which SLURM jobs are queued, "
+                             "running or failed (and how)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides applied to every run")
     args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     quiet_third_party()  # analysis tables load and run models without train(), which installs the filters for runs
     try:
-        if args.overrides:  # a misspelled key: one line with the closest valid key, before anything is planned
+        run_overrides = split_launcher_overrides(args.overrides)[0]  # hydra.launcher.*: checked by the launcher
+        if run_overrides:  # a misspelled key: one line with the closest valid key, before anything is planned
             spec = load_spec(args.table)
             if spec.kind != "analysis" and spec.rows and spec.columns:
-                first = spec.cell_overrides(0, spec.columns[0].name, args.budget, list(args.overrides))
+                first = spec.cell_overrides(0, spec.columns[0].name, args.budget, list(run_overrides))
                 message = unknown_key_message(first, compose_run, config_groups())
                 if message is not None:
                     _refuse(args.table, message)
         path = build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir, args.workers,
-                           args.variant, args.render_only)
+                           args.variant, args.render_only, args.detach, args.collect)
     except LauncherUnavailableError as err:
         raise SystemExit(f"[table {args.table}] {err}") from None
     except MissingRunsError as err:  # another table's runs to train first: its message ends with the command
@@ -300,6 +336,11 @@ def main(argv: list[str] | None = None) -> None:
     except (SpecError, ConfigError, HydraException, OSError) as err:  # OSError: the results dir (ResultsDirError)
         # or a write that failed in it (disk full, permissions changed during the build)
         _refuse(args.table, str(err))
+    if path is None:  # detached: the jobs train on; the same command with --collect renders what they finished
+        argv = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--detach"]
+        print(f"[table {args.table}] collect with: python -m oscrepro.table {shlex.join([*argv, '--collect'])}",
+              flush=True)
+        return
     incomplete = incomplete_cells(path.with_suffix(".csv"))
     if incomplete:  # the table is written (its cells say why), but the build did not give every number
         raise SystemExit(f"[table {args.table}] incomplete: {len(incomplete)} cell(s) with failed or missing runs, "
