@@ -9,8 +9,9 @@
 # cannot tell a cancelled job from a running one. State, logs and pid files: $OSCREPRO_SLURM_DIR
 # (/tmp/oscrepro-slurm); the daemons are stopped by the pids written there.
 #
-# AuthInfo=cred_expire=10: a requeued job may start again 10 s after its credential expires instead of the default
-# 120 s, so a requeue test takes seconds. KillWait=5: a cancelled or timed-out job is killed 5 s after SIGTERM.
+# Fast turnaround for tests: AuthInfo=cred_expire=5 (a requeued job may start again 6 s after its requeue instead
+# of the default 121 s) and sched_interval=2 (the scheduler pass that starts it runs every 2 s, not 60 s), so a
+# requeue takes seconds; KillWait=5: a cancelled or timed-out job is killed 5 s after SIGTERM.
 set -euo pipefail
 
 STATE=${OSCREPRO_SLURM_DIR:-/tmp/oscrepro-slurm}
@@ -60,7 +61,7 @@ ClusterName=oscrepro
 SlurmctldHost=$HOST
 SlurmUser=root
 AuthType=auth/munge
-AuthInfo=cred_expire=10
+AuthInfo=cred_expire=5
 StateSaveLocation=$STATE/ctld
 SlurmdSpoolDir=$STATE/slurmd
 SlurmctldPidFile=$STATE/slurmctld.pid
@@ -72,8 +73,10 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=2,bf_interval=2
 ReturnToService=2
 MpiDefault=none
+MailProg=/bin/true
 KillWait=5
 MinJobAge=600
 InactiveLimit=0
@@ -84,7 +87,11 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 JobCompType=jobcomp/none
 NodeName=$HOST CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP DefMemPerCPU=$((MEM_MB / CPUS))
+# a job in "urgent" preempts (requeues) the "debug" jobs it needs the CPUs of: SLURM's own preemption, for tests
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP DefMemPerCPU=$((MEM_MB / CPUS)) PriorityTier=1
+PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP DefMemPerCPU=$((MEM_MB / CPUS)) PriorityTier=2
 EOF
 
 cat >"$CONF_DIR/slurmdbd.conf" <<EOF
@@ -143,4 +150,4 @@ slurmctld
 wait_for 30 slurmctld scontrol ping
 slurmd
 wait_for 60 "an idle node" bash -c "sinfo -h -N -o %T | grep -qx idle"
-say "up in $(elapsed "$t_pkg") s (packages: $(python3 -c "print(f'{$t_pkg - $t0:.1f}')") s): $(sinfo -h -N -o '%N %T %c CPUs %m MB')"
+say "up in $(elapsed "$t_pkg") s (packages: $(python3 -c "print(f'{$t_pkg - $t0:.1f}')") s): $(sinfo -h -N -o '%N %T %c CPUs %m MB' | sort -u)"

@@ -34,11 +34,23 @@ from oscrepro.utils.run_record import RunRecord
 
 # the pools; any Hydra launcher config resolves to one of them by its _target_ (KINDS)
 LAUNCHERS = ("inprocess", "joblib", "submitit_local", "submitit_slurm")
-KINDS = {"BasicLauncher": "inprocess", "JoblibLauncher": "joblib", "LocalLauncher": "submitit_local",
-         "SlurmLauncher": "submitit_slurm"}
+KINDS = {
+    "BasicLauncher": "inprocess",
+    "JoblibLauncher": "joblib",
+    "LocalLauncher": "submitit_local",
+    "SlurmLauncher": "submitit_slurm",
+}
 # keys every submitit executor takes as they are; the others are prefixed with the cluster (slurm_partition)
-SUBMITIT_BASE_KEYS = ("timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb", "nodes", "name",
-                      "stderr_to_stdout")
+SUBMITIT_BASE_KEYS = (
+    "timeout_min",
+    "cpus_per_task",
+    "gpus_per_node",
+    "tasks_per_node",
+    "mem_gb",
+    "nodes",
+    "name",
+    "stderr_to_stdout",
+)
 
 
 def launcher_names() -> tuple[str, ...]:
@@ -92,8 +104,9 @@ def resolve_launcher(launcher: str | LaunchConfig, overrides: Sequence[str] = ()
 
     group = "basic" if launcher == "inprocess" else launcher
     with isolated_hydra(CONF_DIR):
-        node = compose(config_name="train", overrides=[f"hydra/launcher={group}", *overrides],
-                       return_hydra_config=True).hydra.launcher
+        node = compose(
+            config_name="train", overrides=[f"hydra/launcher={group}", *overrides], return_hydra_config=True
+        ).hydra.launcher
     raw = OmegaConf.to_container(node, resolve=False)
     for key in ("submitit_folder", "name"):  # ${hydra.sweep.dir}/..., ${hydra.job.name}: set by the engine
         if "${" in str(raw.get(key, "")):
@@ -121,7 +134,8 @@ def check_launcher(launcher: str | LaunchConfig) -> None:
         raise LauncherUnavailableError(
             f"--launcher {pool.name} needs a SLURM cluster, and `sbatch` is not on PATH here; run the build on a "
             "login node of the cluster (or start one here: `make slurm-up`), or locally with --launcher joblib "
-            "(or submitit_local: the same submitit code path without the scheduler)")
+            "(or submitit_local: the same submitit code path without the scheduler)"
+        )
 
 
 class Progress:
@@ -170,15 +184,22 @@ def _train(cfg: DictConfig) -> dict[str, Any]:
         return {"status": "failed"}
 
 
-def launch(missing: list[RunRequest], launcher: str | LaunchConfig, progress: Progress,
-           max_workers: int | None = None, detach: bool = False) -> None:
+def launch(
+    missing: list[RunRequest],
+    launcher: str | LaunchConfig,
+    progress: Progress,
+    max_workers: int | None = None,
+    detach: bool = False,
+) -> None:
     """Train ``missing`` with ``launcher`` (a name or a :class:`LaunchConfig`); every finished run updates
     ``progress``. Runs whose SLURM job is still queued or running are not launched again. ``detach``: submit
     them as one SLURM array and return at once (collected later: oscrepro.tables.slurm.collect)."""
     pool = resolve_launcher(launcher)
     if detach and pool.kind != "submitit_slurm":
-        raise LauncherUnavailableError(f"--detach submits SLURM jobs; --launcher {pool} does not (use "
-                                       f"submitit_slurm or a SLURM launcher config such as slurm_cpu)")
+        raise LauncherUnavailableError(
+            f"--detach submits SLURM jobs; --launcher {pool} does not (use "
+            f"submitit_slurm or a SLURM launcher config such as slurm_cpu)"
+        )
     if missing:
         from oscrepro.tables.slurm import without_live_jobs
 
@@ -190,8 +211,9 @@ def launch(missing: list[RunRequest], launcher: str | LaunchConfig, progress: Pr
             progress.update(status=_train(req.cfg)["status"])
         return
     n_jobs = pool.params.get("n_jobs")  # joblib configs: -1 = one per core
-    workers, threads = plan_workers(len(missing), cores(),
-                                    max_workers or (int(n_jobs) if n_jobs and int(n_jobs) > 0 else None))
+    workers, threads = plan_workers(
+        len(missing), cores(), max_workers or (int(n_jobs) if n_jobs and int(n_jobs) > 0 else None)
+    )
     if pool.kind == "joblib":
         print(f"[table {progress.key}] {workers} worker process(es) x {threads} thread(s)", flush=True)
         _report(_joblib_results([_with_threads(r.cfg, threads) for r in missing], workers), progress)
@@ -204,8 +226,11 @@ def launch(missing: list[RunRequest], launcher: str | LaunchConfig, progress: Pr
     threads = int(pool.params.get("cpus_per_task") or 1)
     if detach:
         jobs, folder = _submit_array(missing, pool, progress.key, threads)
-        print(f"[table {progress.key}] submitted {len(jobs)} run(s) as SLURM array job {jobs[0].job_id.split('_')[0]} "
-              f"(job folders: {folder}); the runs train without this process", flush=True)
+        print(
+            f"[table {progress.key}] submitted {len(jobs)} run(s) as SLURM array job {jobs[0].job_id.split('_')[0]} "
+            f"(job folders: {folder}); the runs train without this process",
+            flush=True,
+        )
         return
     _report(_submitit_results(missing, pool, progress.key, threads), progress)
 
@@ -220,7 +245,8 @@ def _joblib_results(cfgs: list[DictConfig], workers: int) -> Iterable[dict[str, 
 
     # loky worker processes (spawned once, reused across runs); results arrive as runs finish
     return Parallel(n_jobs=workers, backend="loky", return_as="generator_unordered")(
-        delayed(_train)(cfg) for cfg in cfgs)
+        delayed(_train)(cfg) for cfg in cfgs
+    )
 
 
 def _executor(pool: LaunchConfig, results: Path, key: str) -> tuple[Any, str]:
@@ -250,8 +276,9 @@ def _submit_array(reqs: list[RunRequest], pool: LaunchConfig, key: str, threads:
     return jobs, folder
 
 
-def _submitit_results(reqs: list[RunRequest], pool: LaunchConfig, key: str, threads: int,
-                      in_flight: int | None = None) -> Iterable[dict[str, Any]]:
+def _submitit_results(
+    reqs: list[RunRequest], pool: LaunchConfig, key: str, threads: int, in_flight: int | None = None
+) -> Iterable[dict[str, Any]]:
     """Each run as a submitit job (SLURM: one job array; local: at most ``in_flight`` subprocesses at a time, since
     the local executor would start them all at once); results as jobs finish. A job that ends without a result
     (cancelled, timed out, out of memory, node failure) counts as ``failed``; on SLURM its run record names the
@@ -276,17 +303,27 @@ def _submitit_results(reqs: list[RunRequest], pool: LaunchConfig, key: str, thre
                 yield job.result()
             except Exception as err:  # submitit's UncompletedJobError / FailedJobError: the job's log has the rest
                 state = states.get(job.job_id) or job.state
-                print(f"[submitit] job {job.job_id} ({state}) ended without a result: "
-                      f"{(str(err).splitlines() or [''])[0]}", flush=True)
+                print(
+                    f"[submitit] job {job.job_id} ({state}) ended without a result: "
+                    f"{(str(err).splitlines() or [''])[0]}",
+                    flush=True,
+                )
                 if slurm:
                     mark_ended(Path(str(req.run_dir)), job.job_id, state, folder)
                 yield {"status": "failed"}
         time.sleep(0.5 if not slurm else 2)
 
 
-def finished_runs(name: str, budget: str, reqs: list[RunRequest], train_missing: bool, launcher: str,
-                  workers: int | None, train_command: str, what: str = "runs"
-                  ) -> tuple[list[Path | None], list[RunRequest]]:
+def finished_runs(
+    name: str,
+    budget: str,
+    reqs: list[RunRequest],
+    train_missing: bool,
+    launcher: str | LaunchConfig,
+    workers: int | None,
+    train_command: str,
+    what: str = "runs",
+) -> tuple[list[Path | None], list[RunRequest]]:
     """The record dirs of an analysis's own runs ``reqs`` (same order), training the missing ones first when
     ``train_missing``; raises :class:`MissingRunsError` with ``train_command`` (how to train them) otherwise.
 
@@ -300,7 +337,8 @@ def finished_runs(name: str, budget: str, reqs: list[RunRequest], train_missing:
     if missing:
         raise MissingRunsError(
             f"table {name} at budget={budget} reads {len(missing)} {what} that are missing or unfinished, e.g. "
-            f"{missing[0].run_dir}.\nTrain them first:\n{train_command}")
+            f"{missing[0].run_dir}.\nTrain them first:\n{train_command}"
+        )
     dirs: list[Path | None] = []
     diverged = []
     for r in reqs:

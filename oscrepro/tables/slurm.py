@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -36,11 +37,31 @@ from oscrepro.utils.run_record import RunRecord, atomic_write_text
 from oscrepro.utils.run_record import run_dir as run_dir_of
 
 # sacct states (first word: "CANCELLED by 0") of a job that may still train its run
-LIVE = frozenset({"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "COMPLETING",
-                  "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"})
+LIVE = frozenset(
+    {
+        "PENDING",
+        "RUNNING",
+        "REQUEUED",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+        "CONFIGURING",
+        "COMPLETING",
+        "RESIZING",
+        "SUSPENDED",
+        "SIGNALING",
+        "STAGE_OUT",
+        "STOPPED",
+        "RESV_DEL_HOLD",
+    }
+)
 # states of a job that ended without its run finishing: the run's cell counts it as failed, naming the state
-FAILURE_STATES = frozenset({"CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "FAILED", "PREEMPTED",
-                            "BOOT_FAIL", "DEADLINE", "REVOKED"})
+FAILURE_STATES = frozenset(
+    {"CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "FAILED", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED"}
+)
+
+
+# what submitit's UncompletedJobError says when a job at its time limit may not requeue again
+TIMED_OUT = "Job not requeued because: timed-out"
 
 
 class TrainJob(submitit.helpers.Checkpointable):
@@ -53,14 +74,25 @@ class TrainJob(submitit.helpers.Checkpointable):
 
         # the run's own log lines ("resuming <run> after epoch k") in the job's log, as a train command prints them
         logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
-        return launch._train(cfg)
+        result = launch._train(cfg)
+        record = RunRecord(run_dir_of(cfg))
+        if result["status"] == "failed" and TIMED_OUT in str(record.status().get("reason", "")):
+            # submitit's signal handler raised inside training (time limit reached more often than max_num_timeout
+            # allows): the run recorded that error; its cell names the state the job ends in
+            record.update_status({"slurm_state": "TIMEOUT", "slurm_job": this_job()})
+        return result
 
     def checkpoint(self, cfg: DictConfig) -> submitit.helpers.DelayedSubmission:
         last = run_dir_of(cfg) / "checkpoints" / "last.ckpt"
         where = f"from {last}" if last.exists() else "from the start (no epoch finished yet)"
-        print(f"[slurm] job {submitit.JobEnvironment().job_id} signalled: requeued; the run resumes {where}",
-              flush=True)
+        print(f"[slurm] job {this_job()} signalled: requeued; the run resumes {where}", flush=True)
         return super().checkpoint(cfg)
+
+
+def this_job() -> str:
+    """The SLURM job this process runs in (``<array>_<task>`` for an array task)."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID", "(none: not in a SLURM job)")
 
 
 def state_word(state: str) -> str:
@@ -72,16 +104,26 @@ def ledger_dir(results: Path) -> Path:
     return Path(results) / "submitit" / "submissions"
 
 
-def record_submission(table: str, reqs: list[RunRequest], jobs: list[submitit.Job], folder: str,
-                      launcher: str) -> Path:
+def record_submission(table: str, reqs: list[RunRequest], jobs: list[submitit.Job], folder: str, launcher: str) -> Path:
     """Write the ledger entry of one array submission (one job per run, same order); returns its path."""
     results = Path(str(reqs[0].cfg.paths.results_dir))
     array_id = jobs[0].job_id.split("_")[0]
     path = ledger_dir(results) / f"{array_id}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps({
-        "array": array_id, "table": table, "launcher": launcher, "folder": folder, "submitted": time.time(),
-        "runs": {str(r.run_dir): j.job_id for r, j in zip(reqs, jobs, strict=True)}}, indent=1))
+    atomic_write_text(
+        path,
+        json.dumps(
+            {
+                "array": array_id,
+                "table": table,
+                "launcher": launcher,
+                "folder": folder,
+                "submitted": time.time(),
+                "runs": {str(r.run_dir): j.job_id for r, j in zip(reqs, jobs, strict=True)},
+            },
+            indent=1,
+        ),
+    )
     return path
 
 
@@ -127,11 +169,14 @@ def mark_ended(req_dir: Path, job_id: str, state: str, folder: str) -> bool:
     if word not in FAILURE_STATES or record.finished() or record.status().get("slurm_job") == job_id:
         return False  # still live or completed, finished, or this job's end is recorded already
     req_dir.mkdir(parents=True, exist_ok=True)
-    ended = f"SLURM job {job_id} ended {state}; its log: {log_path(folder, job_id)}"
     own = record.status()
     # a run that recorded its own failure keeps its reason (and traceback); the job's end is added to it
-    reason = f"{own['reason']}; then {ended}" if own.get("status") == "failed" and own.get("reason") else \
-        f"{ended} before the run finished"
+    mine = own.get("status") == "failed" and own.get("reason")
+    ended = (
+        f"SLURM job {job_id} ended {state}{'' if mine else ' before the run finished'}; its log: "
+        f"{log_path(folder, job_id)}"
+    )
+    reason = f"{own['reason']}; then {ended}" if mine else ended
     record.update_status({"status": "failed", "slurm_state": word, "slurm_job": job_id, "reason": reason})
     return True
 
@@ -151,8 +196,11 @@ def without_live_jobs(key: str, reqs: list[RunRequest]) -> list[RunRequest]:
         else:
             mark_ended(run, job_id, states[job_id], folder)
     if live:
-        print(f"[table {key}] {len(live)} run(s) still queued or running as SLURM jobs ({', '.join(live)}): not "
-              f"submitted again; collect them later with --collect", flush=True)
+        print(
+            f"[table {key}] {len(live)} run(s) still queued or running as SLURM jobs ({', '.join(live)}): not "
+            f"submitted again; collect them later with --collect",
+            flush=True,
+        )
     live_dirs = {run for run, (job_id, _) in jobs.items() if state_word(states[job_id]) in LIVE}
     return [r for r in reqs if Path(str(r.run_dir)) not in live_dirs]
 
@@ -180,6 +228,5 @@ def collect(key: str, reqs: list[RunRequest]) -> Counter[str]:
             counts[f"failed ({status.get('slurm_state') or 'in training: see its status.json'})"] += 1
         else:
             counts[f"ended {word} without a record (refused? see {log_path(folder, job_id)})"] += 1
-    print(f"[table {key}] collect: {len(reqs)} runs: " + ", ".join(f"{v} {k}" for k, v in counts.items()),
-          flush=True)
+    print(f"[table {key}] collect: {len(reqs)} runs: " + ", ".join(f"{v} {k}" for k, v in counts.items()), flush=True)
     return counts

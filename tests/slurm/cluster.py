@@ -34,15 +34,26 @@ def scheduler_problem() -> str | None:
 
 def table(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """``python -m oscrepro.table <args>`` from the repo root, output captured."""
-    return subprocess.run([sys.executable, "-m", "oscrepro.table", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "oscrepro.table", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def table_popen(*args: str, log: Path) -> subprocess.Popen:
     """The table CLI in the background, stdout and stderr into ``log``."""
     fh = open(log, "w")  # noqa: SIM115 -- closed with the process by the caller's wait
-    return subprocess.Popen([sys.executable, "-m", "oscrepro.table", *args], cwd=ROOT, stdout=fh,
-                            stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return subprocess.Popen(
+        [sys.executable, "-m", "oscrepro.table", *args],
+        cwd=ROOT,
+        stdout=fh,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def wait_for(what: str, check: Callable[[], Any], deadline_s: float = 300, every_s: float = 0.5) -> Any:
@@ -75,10 +86,26 @@ def states(job_ids: list[str], duplicates: bool = False) -> dict[str, list[str]]
     return found
 
 
-def queue_empty(array_id: str) -> bool:
-    """No job of array ``array_id`` is pending, running or completing (squeue lists none)."""
-    out = subprocess.run(["squeue", "-h", "-j", array_id], capture_output=True, text=True).stdout
-    return not out.strip()
+def ended(job_ids: list[str]) -> dict[str, list[str]] | None:
+    """Every attempt's sacct state of each job (``sacct -D``) once every job has left the queue and accounting has
+    its end, else None (a job leaves squeue a moment before sacct records how it ended, and a preempted attempt
+    ends PREEMPTED in sacct while the job waits in the queue for its next one)."""
+    from oscrepro.tables.slurm import LIVE
+
+    queued = subprocess.run(
+        ["squeue", "-h", "-o", "%i", "-j", ",".join(sorted({j.split("_")[0] for j in job_ids}))],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    if queued:
+        return None
+    found = states(job_ids, duplicates=True)
+    return found if all(v and v[-1] not in LIVE for v in found.values()) else None
+
+
+def array_tasks(entry: dict[str, Any]) -> list[str]:
+    """The job ids of a ledger entry (one per run)."""
+    return sorted(entry["runs"].values())
 
 
 def status(run_dir: str | Path) -> dict[str, Any]:

@@ -13,5 +13,8 @@ from tests.slurm.cluster import scheduler_problem
 def _scheduler() -> None:
     problem = scheduler_problem()
     if problem is not None:
-        pytest.fail(f"no SLURM scheduler to test against: {problem}. Start one with `make slurm-up` "
-                    f"(root; scripts/slurm_up.sh), then `make test-slurm`", pytrace=False)
+        pytest.fail(
+            f"no SLURM scheduler to test against: {problem}. Start one with `make slurm-up` "
+            f"(root; scripts/slurm_up.sh), then `make test-slurm`",
+            pytrace=False,
+        )
