@@ -12,7 +12,7 @@ such as ``slurm_gpu``, or a plugin's own: ``joblib``, ``submitit_slurm``, ``subm
 ``hydra.launcher.<key>=<value>`` overrides (:func:`resolve_launcher`), so a table's SLURM jobs get the time limit,
 partition, CPUs, GPUs, memory and signal delay they are given (the plugin's defaults otherwise, never submitit's
 bare ``--time=5``), and their job folders stay under the results dir. SLURM jobs requeue on time limit or
-preemption and resume their run (oscrepro.tables.slurm).
+preemption and resume their run (oscrepro.tables.job).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from oscrepro.tables.job import TrainJob, train_or_refuse
 from oscrepro.tables.runs import MissingRunsError, RunRequest, find_record
 from oscrepro.tables.spec import CONF_DIR
 from oscrepro.utils.run_record import RunRecord
@@ -172,16 +173,8 @@ def _with_threads(cfg: DictConfig, threads: int) -> DictConfig:
     return cfg
 
 
-def _train(cfg: DictConfig) -> dict[str, Any]:
-    """One run; a refused one (missing or corrupted data: nothing written) is reported in one line and counted as
-    failed, so the build goes on and exits non-zero."""
-    from oscrepro.train import REFUSALS, train  # imported in the worker
-
-    try:
-        return train(cfg)
-    except REFUSALS as err:
-        print(f"[run refused] {err}", flush=True)
-        return {"status": "failed"}
+# the pools' one-run function (a module global, so that tests can replace it)
+_train = train_or_refuse
 
 
 def launch(
@@ -266,9 +259,9 @@ def _executor(pool: LaunchConfig, results: Path, key: str) -> tuple[Any, str]:
 
 
 def _submit_array(reqs: list[RunRequest], pool: LaunchConfig, key: str, threads: int) -> tuple[list[Any], str]:
-    """Submit ``reqs`` as one SLURM array of :class:`~oscrepro.tables.slurm.TrainJob` and write its ledger entry
+    """Submit ``reqs`` as one SLURM array of :class:`~oscrepro.tables.job.TrainJob` and write its ledger entry
     (so that a later build or ``--collect`` knows each run's job). Returns ``(jobs, folder)``."""
-    from oscrepro.tables.slurm import TrainJob, record_submission
+    from oscrepro.tables.slurm import record_submission
 
     executor, folder = _executor(pool, Path(str(reqs[0].cfg.paths.results_dir)), key)
     jobs = list(executor.map_array(TrainJob(), [_with_threads(r.cfg, threads) for r in reqs]))
@@ -283,7 +276,7 @@ def _submitit_results(
     the local executor would start them all at once); results as jobs finish. A job that ends without a result
     (cancelled, timed out, out of memory, node failure) counts as ``failed``; on SLURM its run record names the
     job's state (oscrepro.tables.slurm.mark_ended)."""
-    from oscrepro.tables.slurm import TrainJob, job_states, mark_ended
+    from oscrepro.tables.slurm import job_states, mark_ended
 
     slurm = pool.kind == "submitit_slurm"
     if slurm:

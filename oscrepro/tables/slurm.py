@@ -1,12 +1,7 @@
-"""SLURM jobs of a table build: the job entry point (requeued on time limit or preemption), the submission ledger,
-and what each run's job became (queued, running, or ended in a SLURM failure state, which the run's record names).
+"""SLURM jobs of a table build: the submission ledger, and what each run's job became (queued, running, or ended
+in a SLURM failure state, which the run's record names). The jobs themselves run :class:`oscrepro.tables.job.TrainJob`,
+which requeues on a time limit or preemption.
 
-* **Requeue.** Every submitit job runs :class:`TrainJob`, a ``submitit.helpers.Checkpointable``. SLURM sends USR2
-  ``signal_delay_s`` before the time limit (``--signal=USR2@N``; ``scancel --signal=USR2`` does the same, as a
-  preemption): submitit calls :meth:`TrainJob.checkpoint`, requeues the job (``scontrol requeue``) and exits. The
-  requeued job calls :func:`oscrepro.train.train` on the same config, which resumes from the run's last epoch-end
-  checkpoint, to the uninterrupted run's metrics bit for bit (oscrepro/utils/resume.py; a mid-epoch checkpoint
-  would not resume exactly, so the partial epoch is trained again: at most one epoch of work is lost).
 * **Ledger.** Each submission writes ``<results>/submitit/submissions/<array id>.json`` (table, folder, one job id
   per run dir), so that a later build or ``--collect`` finds each run's newest job without the process that
   submitted it, which may have exited (``--detach``) or been killed.
@@ -20,21 +15,16 @@ and what each run's job became (queued, running, or ended in a SLURM failure sta
 from __future__ import annotations
 
 import json
-import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import submitit
-from omegaconf import DictConfig
 from submitit.slurm.slurm import SlurmJob
 
 from oscrepro.tables.runs import RunRequest
 from oscrepro.utils.run_record import RunRecord, atomic_write_text
-from oscrepro.utils.run_record import run_dir as run_dir_of
 
 # sacct states (first word: "CANCELLED by 0") of a job that may still train its run
 LIVE = frozenset(
@@ -58,41 +48,6 @@ LIVE = frozenset(
 FAILURE_STATES = frozenset(
     {"CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "FAILED", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED"}
 )
-
-
-# what submitit's UncompletedJobError says when a job at its time limit may not requeue again
-TIMED_OUT = "Job not requeued because: timed-out"
-
-
-class TrainJob(submitit.helpers.Checkpointable):
-    """A submitit job that trains one run (as every pool does: a refused run is reported and counted failed); on
-    USR2 it is resubmitted with the same config and resumes from the run's epoch-end checkpoint (module
-    docstring)."""
-
-    def __call__(self, cfg: DictConfig) -> dict[str, Any]:
-        from oscrepro.tables import launch
-
-        # the run's own log lines ("resuming <run> after epoch k") in the job's log, as a train command prints them
-        logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
-        result = launch._train(cfg)
-        record = RunRecord(run_dir_of(cfg))
-        if result["status"] == "failed" and TIMED_OUT in str(record.status().get("reason", "")):
-            # submitit's signal handler raised inside training (time limit reached more often than max_num_timeout
-            # allows): the run recorded that error; its cell names the state the job ends in
-            record.update_status({"slurm_state": "TIMEOUT", "slurm_job": this_job()})
-        return result
-
-    def checkpoint(self, cfg: DictConfig) -> submitit.helpers.DelayedSubmission:
-        last = run_dir_of(cfg) / "checkpoints" / "last.ckpt"
-        where = f"from {last}" if last.exists() else "from the start (no epoch finished yet)"
-        print(f"[slurm] job {this_job()} signalled: requeued; the run resumes {where}", flush=True)
-        return super().checkpoint(cfg)
-
-
-def this_job() -> str:
-    """The SLURM job this process runs in (``<array>_<task>`` for an array task)."""
-    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
-    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID", "(none: not in a SLURM job)")
 
 
 def state_word(state: str) -> str:

@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 from oscrepro import table as table_cli
 from oscrepro.tables import slurm
 from oscrepro.tables.aggregate import Cell
+from oscrepro.tables.job import TrainJob
 from oscrepro.tables.launch import _executor, resolve_launcher, split_launcher_overrides
 from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import format_cell
@@ -188,7 +189,7 @@ def test_queued_runs_are_not_submitted_again_and_collect_says_what_each_job_beca
 
 def test_a_signalled_job_resubmits_itself_with_the_same_config():
     cfg = OmegaConf.create({"paths": {"runs_dir": "/nonexistent"}, "experiment_name": "x", "seed": 0})
-    job = slurm.TrainJob()
+    job = TrainJob()
     assert isinstance(job, submitit.helpers.Checkpointable)
     again = job.checkpoint(cfg)
     assert again.function is job and again.args == (cfg,)
