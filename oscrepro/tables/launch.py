@@ -198,6 +198,8 @@ def launch(
 
         missing = without_live_jobs(progress.key, missing)
     if not missing:
+        if detach:
+            print(f"[table {progress.key}] nothing to submit: every run is finished, queued or running", flush=True)
         return
     if pool.kind == "inprocess":
         for req in missing:
