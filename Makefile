@@ -11,7 +11,7 @@ ARGS ?=
 TEST_WORKERS ?= 2  # pytest-xdist worker processes (each test process uses one torch thread)
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test test-all lint format table table4 chaos claims decide leaderboard leaderboard-bench bench bench-loop clean
+.PHONY: help install demo test test-all test-slurm slurm-up slurm-down lint format table table4 chaos claims decide leaderboard leaderboard-bench bench bench-loop clean
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
@@ -35,10 +35,19 @@ demo: install ## fqo Figure 2 + Table 2 at budget=cpu (9 short runs, 2 at a time
 	@echo "results: results/fqo/cpu/fig2.{md,csv,png} and results/fqo/cpu/table2.{md,csv} (paper budget: results/fqo/)"
 
 test: install ## Fast offline test suite (what CI runs)
-	$(PY) -m pytest -m "not slow" -q -n $(TEST_WORKERS)
+	$(PY) -m pytest -m "not slow and not slurm" -q -n $(TEST_WORKERS)
 
-test-all: install ## Every test, slow ones included
-	$(PY) -m pytest -q -n $(TEST_WORKERS)
+test-all: install ## Every test, slow ones included (but the SLURM ones: make test-slurm)
+	$(PY) -m pytest -m "not slurm" -q -n $(TEST_WORKERS)
+
+slurm-up: ## Start a single-node SLURM on this host (root; installs slurm-wlm, slurmdbd, mariadb-server where missing)
+	scripts/slurm_up.sh
+
+slurm-down: ## Stop the SLURM daemons that slurm-up started (by their pids)
+	scripts/slurm_down.sh
+
+test-slurm: install ## The tests against the SLURM scheduler (after make slurm-up); ARGS='-m slurm' adds the slow time-limit one
+	$(PY) -m pytest -q $(or $(ARGS),-m "slurm and not slow") tests/slurm
 
 lint: install ## Ruff lint
 	$(PY) -m ruff check oscrepro tests

@@ -5,6 +5,8 @@ runs -> aggregate -> render), then re-check the claims judged on it.
     python -m oscrepro.table fqo/table2 --budget paper --launcher joblib  # one pool of worker processes (1/core)
     python -m oscrepro.table fqo/table2 --budget cpu trainer=gpu          # extra Hydra overrides for every run
     python -m oscrepro.table fqo/table2 --budget cpu --explain            # what budget=cpu changes, and where
+    python -m oscrepro.table fqo/table2 --launcher slurm_cpu hydra.launcher.timeout_min=30 --detach  # SLURM array
+    python -m oscrepro.table fqo/table2 --collect                          # later: render what the jobs finished
 
 Finished runs (status ok or diverged) are never redone, so a killed build resumes where it stopped.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 from pathlib import Path
 
@@ -28,7 +31,7 @@ from oscrepro.runs.compose import compose_run, config_groups
 from oscrepro.runs.validate import ConfigError
 from oscrepro.tables import build as engine
 from oscrepro.tables.explain import explain_budget
-from oscrepro.tables.launch import LAUNCHERS, LauncherUnavailableError
+from oscrepro.tables.launch import LaunchConfig, LauncherUnavailableError, launcher_names, split_launcher_overrides
 from oscrepro.tables.runs import MissingRunsError
 from oscrepro.tables.spec import BUDGETS, SpecError, available_tables, load_spec
 from oscrepro.utils.quiet import quiet_third_party
@@ -38,13 +41,17 @@ log = logging.getLogger("oscrepro.table")
 BAD_INPUT_EXIT = 2  # config, spec and results-dir errors (argparse's own usage errors exit 2 too)
 
 
-def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extra: list[str] | None = None,
-                results_dir: str | Path | None = None, workers: int | None = None, variant: str | None = None,
-                render_only: bool = False) -> Path:
+def build_table(key: str, budget: str = "cpu", launcher: str | LaunchConfig = "inprocess",
+                extra: list[str] | None = None, results_dir: str | Path | None = None, workers: int | None = None,
+                variant: str | None = None, render_only: bool = False, detach: bool = False,
+                collect: bool = False) -> Path | None:
     """Build one table (:func:`oscrepro.tables.build.build_table`: same arguments), then re-check the claims judged
-    on it and write its claims section, as ``make claims`` does; return the path of its markdown rendering."""
-    path = engine.build_table(key, budget, launcher, extra, results_dir, workers, variant, render_only)
-    refresh_table_claims(key, budget, engine.results_root(results_dir), variant)
+    on it and write its claims section, as ``make claims`` does; return the path of its markdown rendering (None
+    when ``detach`` submitted the runs and returned at once: nothing is rendered yet)."""
+    path = engine.build_table(key, budget, launcher, extra, results_dir, workers, variant, render_only, detach,
+                              collect)
+    if path is not None:
+        refresh_table_claims(key, budget, engine.results_root(results_dir), variant)
     return path
 
 
@@ -75,7 +82,14 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table", help=f"<paper>/<table>; available: {', '.join(available_tables())}")
     parser.add_argument("--budget", default="cpu", choices=BUDGETS)
-    parser.add_argument("--launcher", default="inprocess", choices=LAUNCHERS)
+    parser.add_argument("--launcher", default="inprocess", choices=launcher_names(),
+                        help="a pool or a Hydra launcher config (conf/hydra/launcher/), configured by "
+                             "hydra.launcher.<key>=<value> overrides")
+    parser.add_argument("--detach", action="store_true",
+                        help="SLURM launchers: submit the missing runs as one array and exit (then --collect)")
+    parser.add_argument("--collect", action="store_true",
+                        help="train nothing: render from finished runs, saying which SLURM jobs are queued, "
+                             "running or failed (and how)")
     parser.add_argument("--results-dir", default=None)
     parser.add_argument("--variant", default=None,
                         help="render into <paper>[/<budget>]/<variant>/ (for builds whose overrides change the runs)")
@@ -97,15 +111,16 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     quiet_third_party()  # analysis tables load and run models without train(), which installs the filters for runs
     try:
-        if args.overrides:  # a misspelled key: one line with the closest valid key, before anything is planned
+        run_overrides = split_launcher_overrides(args.overrides)[0]  # hydra.launcher.*: checked by the launcher
+        if run_overrides:  # a misspelled key: one line with the closest valid key, before anything is planned
             spec = load_spec(args.table)
             if spec.kind != "analysis" and spec.rows and spec.columns:
-                first = spec.cell_overrides(0, spec.columns[0].name, args.budget, list(args.overrides))
+                first = spec.cell_overrides(0, spec.columns[0].name, args.budget, list(run_overrides))
                 message = unknown_key_message(first, compose_run, config_groups())
                 if message is not None:
                     _refuse(args.table, message)
         path = build_table(args.table, args.budget, args.launcher, args.overrides, args.results_dir, args.workers,
-                           args.variant, args.render_only)
+                           args.variant, args.render_only, args.detach, args.collect)
     except LauncherUnavailableError as err:
         raise SystemExit(f"[table {args.table}] {err}") from None
     except MissingRunsError as err:  # another table's runs to train first: its message ends with the command
@@ -114,6 +129,11 @@ def main(argv: list[str] | None = None) -> None:
     except (SpecError, ConfigError, HydraException, OSError) as err:  # OSError: the results dir (ResultsDirError)
         # or a write that failed in it (disk full, permissions changed during the build)
         _refuse(args.table, str(err))
+    if path is None:  # detached: the jobs train on; the same command with --collect renders what they finished
+        argv = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--detach"]
+        print(f"[table {args.table}] collect with: python -m oscrepro.table {shlex.join([*argv, '--collect'])}",
+              flush=True)
+        return
     incomplete = engine.incomplete_cells(path.with_suffix(".csv"))
     if incomplete:  # the table is written (its cells say why), but the build did not give every number
         raise SystemExit(f"[table {args.table}] incomplete: {len(incomplete)} cell(s) with failed or missing runs, "

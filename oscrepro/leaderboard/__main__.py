@@ -11,14 +11,16 @@ import logging
 from oscrepro.claims.scoreboard import refresh_table_claims
 from oscrepro.leaderboard.board import TASKS, build_leaderboard, redraw_board
 from oscrepro.tables.build import results_root
-from oscrepro.tables.launch import LAUNCHERS
+from oscrepro.tables.launch import launcher_names
 from oscrepro.tables.spec import BUDGETS
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m oscrepro.leaderboard", description=__doc__)
     parser.add_argument("--budget", default="cpu", choices=BUDGETS)
-    parser.add_argument("--launcher", default="joblib", choices=LAUNCHERS)
+    parser.add_argument("--launcher", default="joblib", choices=launcher_names(),
+                        help="a pool or a Hydra launcher config (conf/hydra/launcher/); hydra.launcher.<key>=<value> "
+                             "overrides configure it")
     parser.add_argument("--workers", type=int, default=None, help="joblib: at most this many worker processes")
     parser.add_argument("--results-dir", default=None)
     parser.add_argument("--tasks", default=",".join(TASKS), help=f"comma-separated subset of {','.join(TASKS)}")

@@ -17,12 +17,15 @@ import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import OmegaConf
 
 from oscrepro.runs.compose import CONF_DIR, path_override
 from oscrepro.tables.spec import load_spec
+
+if TYPE_CHECKING:
+    from oscrepro.tables.launch import LaunchConfig
 
 TASKS = ("sva", "mqar", "wt2", "charlm", "uea")
 
@@ -197,18 +200,21 @@ def redraw_board(budget: str, results: Path, tasks: tuple[str, ...] = TASKS, out
                       tuple(mechanisms(tuple(tasks))), budget)
 
 
-def build_leaderboard(budget: str = "cpu", launcher: str = "joblib", workers: int | None = None,
+def build_leaderboard(budget: str = "cpu", launcher: str | LaunchConfig = "joblib", workers: int | None = None,
                       render_only: bool = False, results_dir: str | Path | None = None,
                       extra: list[str] | None = None, tasks: tuple[str, ...] = TASKS) -> Path:
-    """Plan every task, train the missing runs in one pool, render each task's table, then the board."""
+    """Plan every task, train the missing runs in one pool, render each task's table, then the board.
+    ``hydra.launcher.<key>=<value>`` in ``extra`` configure the pool (oscrepro.tables.launch), the rest every run."""
     import os
 
     from oscrepro.runs.lookup import serve_from_variants
     from oscrepro.tables.build import build_table, matched_widths
-    from oscrepro.tables.launch import Progress, launch
+    from oscrepro.tables.launch import Progress, launch, resolve_launcher, split_launcher_overrides
     from oscrepro.tables.plan import plan, unique_runs
     from oscrepro.utils.provenance import provenance
 
+    extra, launcher_overrides = split_launcher_overrides(list(extra or []))
+    launcher = resolve_launcher(launcher, launcher_overrides)
     results = Path(results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))
     keys = [f"leaderboard/{t}" for t in tasks]
     run_extra = [path_override("paths.results_dir", results), "trainer.enable_progress_bar=false", *(extra or [])]

@@ -38,6 +38,7 @@ class Cell:
     n_missing: int = 0
     count: int | None = None  # count_below columns
     values: list[float] = field(default_factory=list)
+    failed_as: list[str] = field(default_factory=list)  # SLURM states of failed runs whose job ended so
 
 
 class MissingMetricError(KeyError):
@@ -89,6 +90,8 @@ def _values(reqs: list[RunRequest], key: str, cell: Cell) -> list[float]:
             cell.n_diverged += 1
         elif status == "failed":
             cell.n_failed += 1
+            if recorded.get("slurm_state"):  # the job was cancelled, timed out, ... (oscrepro.tables.slurm)
+                cell.failed_as.append(str(recorded["slurm_state"]))
         else:
             cell.n_missing += 1
     return vals

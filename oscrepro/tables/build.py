@@ -22,7 +22,14 @@ from oscrepro.runs.compose import path_override
 from oscrepro.runs.lookup import serve_from_variants
 from oscrepro.runs.record import unwritable_dir
 from oscrepro.tables.aggregate import aggregate, effective_status
-from oscrepro.tables.launch import LauncherUnavailableError, Progress, check_launcher, launch
+from oscrepro.tables.launch import (
+    LaunchConfig,
+    LauncherUnavailableError,
+    Progress,
+    launch,
+    resolve_launcher,
+    split_launcher_overrides,
+)
 from oscrepro.tables.match import with_matched_rows
 from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import render_analysis_table, render_runs_table
@@ -125,10 +132,15 @@ def recompute_mismatches(key: str, budget: str, results: Path, rel_tol: float = 
     return out
 
 
-def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extra: list[str] | None = None,
-                results_dir: str | Path | None = None, workers: int | None = None, variant: str | None = None,
-                render_only: bool = False) -> Path:
+def build_table(key: str, budget: str = "cpu", launcher: str | LaunchConfig = "inprocess",
+                extra: list[str] | None = None, results_dir: str | Path | None = None, workers: int | None = None,
+                variant: str | None = None, render_only: bool = False, detach: bool = False,
+                collect: bool = False) -> Path | None:
     """Build one table and return the path of its markdown rendering.
+
+    ``launcher``: a pool or Hydra launcher config (oscrepro.tables.launch); ``hydra.launcher.<key>=<value>`` in
+    ``extra`` configure it. ``detach``: submit the missing runs as one SLURM array and return None at once;
+    ``collect``: train nothing, record the SLURM state of every ended job, and render (oscrepro.tables.slurm).
 
     ``render_only``: train nothing; render from the finished records (a build still in progress, or one split over
     sessions), every cell flagging its missing runs.
@@ -139,7 +151,8 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
     """
     if budget not in BUDGETS:
         raise ValueError(f"budget={budget!r}; valid: {', '.join(BUDGETS)}")
-    check_launcher(launcher)
+    extra, launcher_overrides = split_launcher_overrides(list(extra or []))
+    pool = resolve_launcher(launcher, launcher_overrides)
     spec: TableSpec = load_spec(key)
     check_extra_overrides(spec, list(extra or []))  # seed=..., or a key a row sets: refused, never replaced
     results = results_root(results_dir)
@@ -158,6 +171,11 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         fn = get_method(spec.analysis["_target_"])
         kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets")}
         kwargs.update((spec.analysis.get("budgets") or {}).get(budget, {}))
+        if "launcher" in kwargs and (pool.name != "inprocess" or pool.overrides):  # the one chosen here wins
+            kwargs["launcher"] = pool
+        if detach or collect:
+            raise SpecError(f"table {key}: an analysis table trains inside its adapter; --detach and --collect "
+                            f"are for runs tables")
         if extra:  # an analysis of a variant: its source runs are planned with the same overrides (same run ids)
             if "overrides" not in inspect.signature(fn).parameters:
                 raise SpecError(f"table {key}: its analysis ({spec.analysis['_target_']}) reads fixed runs and takes "
@@ -177,18 +195,24 @@ def build_table(key: str, budget: str = "cpu", launcher: str = "inprocess", extr
         log.warning(over_plain)
     runs = unique_runs(cells)
     missing = [r for r in runs if not r.record.finished()]
-    if launcher in ("inprocess", "joblib") and any("ddp" in str(r.cfg.trainer.get("strategy", "")) for r in missing):
+    if pool.kind in ("inprocess", "joblib") and any("ddp" in str(r.cfg.trainer.get("strategy", "")) for r in missing):
         # Lightning's DDP launcher re-runs this process's command line once per extra rank: here, the table build
         raise LauncherUnavailableError("trainer=ddp runs start one process per device by re-running the command "
                                        "line; train them with `python -m oscrepro.train ... trainer=ddp`, then build "
                                        "the table, which reads their records")
-    if render_only:
+    if collect:  # the SLURM state of each unfinished run's job; ended failures recorded in the runs
+        from oscrepro.tables.slurm import collect as collect_jobs
+
+        collect_jobs(key, runs)
+    if render_only or collect:
         print(f"[table {key}] budget={budget}: {len(runs)} runs, {len(missing)} missing (render only: not trained)",
               flush=True)
     else:
         progress = Progress(key, len(runs), len(runs) - len(missing))
-        print(f"[table {key}] budget={budget}: {len(runs)} runs, {len(missing)} to train ({launcher})", flush=True)
-        launch(missing, launcher, progress, max_workers=workers)
+        print(f"[table {key}] budget={budget}: {len(runs)} runs, {len(missing)} to train ({pool})", flush=True)
+        launch(missing, pool, progress, max_workers=workers, detach=detach)
+        if detach:
+            return None
 
     run_statuses = [r.record.status() for r in runs]  # read each status.json once
     # an ok record with a non-finite final metric counts as diverged (oscrepro.tables.aggregate), here too

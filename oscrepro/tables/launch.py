@@ -6,6 +6,13 @@ One pool per table, not one sweep per cell: with 9 runs and 2 workers a table ta
 sweep of 3 seeds ends every cell with one worker idle). Workers x threads = cores: each worker's runs get
 ``torch_threads = cores // workers`` (``torch_threads`` is not part of the run id, so records are shared with
 runs trained at any thread count). The sweep line reports each run as it finishes.
+
+The pool is configured as a training sweep is: a launcher is a Hydra launcher config (``conf/hydra/launcher/*.yaml``
+such as ``slurm_gpu``, or a plugin's own: ``joblib``, ``submitit_slurm``, ``submitit_local``) plus
+``hydra.launcher.<key>=<value>`` overrides (:func:`resolve_launcher`), so a table's SLURM jobs get the time limit,
+partition, CPUs, GPUs, memory and signal delay they are given (the plugin's defaults otherwise, never submitit's
+bare ``--time=5``), and their job folders stay under the results dir. SLURM jobs requeue on time limit or
+preemption and resume their run (oscrepro.tables.job).
 """
 
 from __future__ import annotations
@@ -14,32 +21,123 @@ import os
 import shutil
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from oscrepro.runs.compose import CONF_DIR
 from oscrepro.runs.lookup import RunRequest, find_record
 from oscrepro.runs.record import RunRecord
+from oscrepro.tables.job import TrainJob, train_or_refuse
 from oscrepro.tables.runs import MissingRunsError
 
+# the pools; any Hydra launcher config resolves to one of them by its _target_ (KINDS)
 LAUNCHERS = ("inprocess", "joblib", "submitit_local", "submitit_slurm")
+KINDS = {
+    "BasicLauncher": "inprocess",
+    "JoblibLauncher": "joblib",
+    "LocalLauncher": "submitit_local",
+    "SlurmLauncher": "submitit_slurm",
+}
+# keys every submitit executor takes as they are; the others are prefixed with the cluster (slurm_partition)
+SUBMITIT_BASE_KEYS = (
+    "timeout_min",
+    "cpus_per_task",
+    "gpus_per_node",
+    "tasks_per_node",
+    "mem_gb",
+    "nodes",
+    "name",
+    "stderr_to_stdout",
+)
+
+
+def launcher_names() -> tuple[str, ...]:
+    """What ``--launcher`` takes: the pools and every launcher config under conf/hydra/launcher/."""
+    own = sorted(p.stem for p in (CONF_DIR / "hydra" / "launcher").glob("*.yaml"))
+    return (*LAUNCHERS, *own)
 
 
 class LauncherUnavailableError(RuntimeError):
     """The chosen launcher cannot run here (no SLURM for ``submitit_slurm``); raised before anything is written."""
 
 
-def check_launcher(launcher: str) -> None:
-    """Refuse an unknown launcher, or ``submitit_slurm`` where no SLURM client is on PATH, with one message."""
-    if launcher not in LAUNCHERS:
-        raise ValueError(f"launcher={launcher!r}; valid: {', '.join(LAUNCHERS)}")
-    if launcher == "submitit_slurm" and shutil.which("sbatch") is None:
+@dataclass(frozen=True)
+class LaunchConfig:
+    """A launcher as chosen (``name`` and its ``hydra.launcher.*`` overrides), the pool it runs (``kind``) and its
+    composed config (``params``: the launcher config's keys without ``_target_``; interpolations into Hydra's
+    own output dirs left as None: the engine puts job folders under the results dir)."""
+
+    name: str
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+    overrides: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return " ".join((self.name, *self.overrides))
+
+
+def split_launcher_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(run overrides, launcher overrides)``: ``hydra.launcher.<key>=<value>`` configure the pool, the rest go
+    to every run."""
+    ours = [o for o in overrides if o.lstrip("+~").startswith("hydra.launcher.")]
+    return [o for o in overrides if o not in ours], ours
+
+
+def resolve_launcher(launcher: str | LaunchConfig, overrides: Sequence[str] = ()) -> LaunchConfig:
+    """The :class:`LaunchConfig` of ``launcher`` (a name from :func:`launcher_names`, or one resolved already)
+    with ``overrides`` applied by Hydra (a misspelled key is Hydra's one error). Raises ValueError for an unknown
+    name and :class:`LauncherUnavailableError` for a SLURM launcher where ``sbatch`` is not on PATH."""
+    if isinstance(launcher, LaunchConfig):
+        if overrides:
+            return resolve_launcher(launcher.name, [*launcher.overrides, *overrides])
+        check_launcher(launcher)
+        return launcher
+    if launcher not in launcher_names():
+        raise ValueError(f"launcher={launcher!r}; valid: {', '.join(launcher_names())}")
+    if launcher == "inprocess" and not overrides:
+        return LaunchConfig("inprocess", "inprocess")
+    from hydra import compose
+
+    from oscrepro.runs.sweep import isolated_hydra
+
+    group = "basic" if launcher == "inprocess" else launcher
+    with isolated_hydra(CONF_DIR):
+        node = compose(
+            config_name="train", overrides=[f"hydra/launcher={group}", *overrides], return_hydra_config=True
+        ).hydra.launcher
+    raw = OmegaConf.to_container(node, resolve=False)
+    for key in ("submitit_folder", "name"):  # ${hydra.sweep.dir}/..., ${hydra.job.name}: set by the engine
+        if "${" in str(raw.get(key, "")):
+            raw[key] = None
+    params = OmegaConf.to_container(OmegaConf.create(raw), resolve=True)
+    kind = KINDS.get(str(params.pop("_target_")).rsplit(".", 1)[-1])
+    if kind is None:
+        raise ValueError(f"launcher {launcher!r}: its config's _target_ is not one of {', '.join(KINDS)}")
+    pool = LaunchConfig(launcher, kind, params, tuple(overrides))
+    check_launcher(pool)
+    return pool
+
+
+def check_launcher(launcher: str | LaunchConfig) -> None:
+    """Refuse an unknown launcher, or a SLURM one where no SLURM client is on PATH, with one message."""
+    pool = launcher if isinstance(launcher, LaunchConfig) else None
+    if pool is None:
+        if launcher not in launcher_names():
+            raise ValueError(f"launcher={launcher!r}; valid: {', '.join(launcher_names())}")
+        if launcher in LAUNCHERS:  # no need to compose a plugin's config to know its pool
+            pool = LaunchConfig(str(launcher), str(launcher))
+        else:
+            pool = resolve_launcher(launcher)
+    if pool.kind == "submitit_slurm" and shutil.which("sbatch") is None:
         raise LauncherUnavailableError(
-            "--launcher submitit_slurm needs a SLURM cluster, and `sbatch` is not on PATH here; run the build on a "
-            "login node of the cluster, or locally with --launcher joblib (or submitit_local: the same submitit "
-            "code path without the scheduler)")
+            f"--launcher {pool.name} needs a SLURM cluster, and `sbatch` is not on PATH here; run the build on a "
+            "login node of the cluster (or start one here: `make slurm-up`), or locally with --launcher joblib "
+            "(or submitit_local: the same submitit code path without the scheduler)"
+        )
 
 
 class Progress:
@@ -76,41 +174,61 @@ def _with_threads(cfg: DictConfig, threads: int) -> DictConfig:
     return cfg
 
 
-def _train(cfg: DictConfig) -> dict[str, Any]:
-    """One run; a refused one (missing or corrupted data: nothing written) is reported in one line and counted as
-    failed, so the build goes on and exits non-zero."""
-    from oscrepro.train import REFUSALS, train  # imported in the worker
-
-    try:
-        return train(cfg)
-    except REFUSALS as err:
-        print(f"[run refused] {err}", flush=True)
-        return {"status": "failed"}
+# the pools' one-run function (a module global, so that tests can replace it)
+_train = train_or_refuse
 
 
-def launch(missing: list[RunRequest], launcher: str, progress: Progress, max_workers: int | None = None,
-           slurm: dict[str, Any] | None = None) -> None:
-    """Train ``missing`` with ``launcher``; every finished run updates ``progress``."""
-    check_launcher(launcher)
+def launch(
+    missing: list[RunRequest],
+    launcher: str | LaunchConfig,
+    progress: Progress,
+    max_workers: int | None = None,
+    detach: bool = False,
+) -> None:
+    """Train ``missing`` with ``launcher`` (a name or a :class:`LaunchConfig`); every finished run updates
+    ``progress``. Runs whose SLURM job is still queued or running are not launched again. ``detach``: submit
+    them as one SLURM array and return at once (collected later: oscrepro.tables.slurm.collect)."""
+    pool = resolve_launcher(launcher)
+    if detach and pool.kind != "submitit_slurm":
+        raise LauncherUnavailableError(
+            f"--detach submits SLURM jobs; --launcher {pool} does not (use "
+            f"submitit_slurm or a SLURM launcher config such as slurm_cpu)"
+        )
+    if missing:
+        from oscrepro.tables.slurm import without_live_jobs
+
+        missing = without_live_jobs(progress.key, missing)
     if not missing:
+        if detach:
+            print(f"[table {progress.key}] nothing to submit: every run is finished, queued or running", flush=True)
         return
-    if launcher == "inprocess":
+    if pool.kind == "inprocess":
         for req in missing:
             progress.update(status=_train(req.cfg)["status"])
         return
-    if launcher == "joblib":
-        workers, threads = plan_workers(len(missing), cores(), max_workers)
+    n_jobs = pool.params.get("n_jobs")  # joblib configs: -1 = one per core
+    workers, threads = plan_workers(
+        len(missing), cores(), max_workers or (int(n_jobs) if n_jobs and int(n_jobs) > 0 else None)
+    )
+    if pool.kind == "joblib":
         print(f"[table {progress.key}] {workers} worker process(es) x {threads} thread(s)", flush=True)
-        cfgs = [_with_threads(r.cfg, threads) for r in missing]
-        _report(_joblib_results(cfgs, workers), progress)
+        _report(_joblib_results([_with_threads(r.cfg, threads) for r in missing], workers), progress)
         return
-    if launcher == "submitit_local":
-        workers, threads = plan_workers(len(missing), cores(), max_workers)
+    if pool.kind == "submitit_local":
         print(f"[table {progress.key}] submitit local: {workers} job(s) at a time x {threads} thread(s)", flush=True)
-        cfgs = [_with_threads(r.cfg, threads) for r in missing]
-        _report(_submitit_results(cfgs, dict(slurm or {}), cluster="local", in_flight=workers), progress)
+        _report(_submitit_results(missing, pool, progress.key, threads, in_flight=workers), progress)
         return
-    _report(_submitit_results([r.cfg for r in missing], dict(slurm or {}), cluster="slurm"), progress)
+    # SLURM: each job's runs use the CPUs it asks for (one when the config leaves cpus_per_task unset)
+    threads = int(pool.params.get("cpus_per_task") or 1)
+    if detach:
+        jobs, folder = _submit_array(missing, pool, progress.key, threads)
+        print(
+            f"[table {progress.key}] submitted {len(jobs)} run(s) as SLURM array job {jobs[0].job_id.split('_')[0]} "
+            f"(job folders: {folder}); the runs train without this process",
+            flush=True,
+        )
+        return
+    _report(_submitit_results(missing, pool, progress.key, threads), progress)
 
 
 def _report(results: Iterable[dict[str, Any]], progress: Progress) -> None:
@@ -123,39 +241,85 @@ def _joblib_results(cfgs: list[DictConfig], workers: int) -> Iterable[dict[str, 
 
     # loky worker processes (spawned once, reused across runs); results arrive as runs finish
     return Parallel(n_jobs=workers, backend="loky", return_as="generator_unordered")(
-        delayed(_train)(cfg) for cfg in cfgs)
+        delayed(_train)(cfg) for cfg in cfgs
+    )
 
 
-def _submitit_results(cfgs: list[DictConfig], params: dict[str, Any], cluster: str,
-                      in_flight: int | None = None) -> Iterable[dict[str, Any]]:
-    """Each run as a submitit job on ``cluster`` (``slurm``: one job array; ``local``: at most ``in_flight``
-    subprocesses at a time, since the local executor would start them all at once); results as jobs finish. A job
-    that dies without a result (killed, out of memory) counts as ``failed``: its run record says where it stopped."""
+def _executor(pool: LaunchConfig, results: Path, key: str) -> tuple[Any, str]:
+    """A submitit executor configured from ``pool`` as hydra-submitit-launcher configures its own (base keys as
+    they are, the rest prefixed with the cluster, ``max_num_timeout`` at construction); job folders under
+    ``<results>/submitit/`` unless the config names a folder. Returns ``(executor, folder)``."""
     import submitit
 
-    folder = params.pop("folder", str(Path(cfgs[0].paths.results_dir) / "submitit" / "%j"))  # job pickles and logs
-    executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
-    executor.update_parameters(**params)
-    if cluster == "slurm":
-        queue, waiting = [], list(executor.map_array(_train, cfgs))  # one job array, SLURM schedules it
+    cluster = "slurm" if pool.kind == "submitit_slurm" else "local"
+    params = {k: v for k, v in pool.params.items() if v is not None}
+    folder = str(params.pop("submitit_folder", None) or Path(results) / "submitit" / "%j")
+    init = {f"{cluster}_max_num_timeout": params.pop("max_num_timeout")} if "max_num_timeout" in params else {}
+    params.setdefault("name", f"oscrepro-{key.replace('/', '-')}")
+    executor = submitit.AutoExecutor(folder=folder, cluster=cluster, **init)
+    executor.update_parameters(**{k if k in SUBMITIT_BASE_KEYS else f"{cluster}_{k}": v for k, v in params.items()})
+    return executor, folder
+
+
+def _submit_array(reqs: list[RunRequest], pool: LaunchConfig, key: str, threads: int) -> tuple[list[Any], str]:
+    """Submit ``reqs`` as one SLURM array of :class:`~oscrepro.tables.job.TrainJob` and write its ledger entry
+    (so that a later build or ``--collect`` knows each run's job). Returns ``(jobs, folder)``."""
+    from oscrepro.tables.slurm import record_submission
+
+    executor, folder = _executor(pool, Path(str(reqs[0].cfg.paths.results_dir)), key)
+    jobs = list(executor.map_array(TrainJob(), [_with_threads(r.cfg, threads) for r in reqs]))
+    record_submission(key, reqs, jobs, folder, str(pool))
+    return jobs, folder
+
+
+def _submitit_results(
+    reqs: list[RunRequest], pool: LaunchConfig, key: str, threads: int, in_flight: int | None = None
+) -> Iterable[dict[str, Any]]:
+    """Each run as a submitit job (SLURM: one job array; local: at most ``in_flight`` subprocesses at a time, since
+    the local executor would start them all at once); results as jobs finish. A job that ends without a result
+    (cancelled, timed out, out of memory, node failure) counts as ``failed``; on SLURM its run record names the
+    job's state (oscrepro.tables.slurm.mark_ended)."""
+    from oscrepro.tables.slurm import job_states, mark_ended
+
+    slurm = pool.kind == "submitit_slurm"
+    if slurm:
+        jobs, folder = _submit_array(reqs, pool, key, threads)
+        waiting, queue = list(zip(reqs, jobs, strict=True)), []
     else:
-        queue, waiting = list(cfgs), []
+        executor, folder = _executor(pool, Path(str(reqs[0].cfg.paths.results_dir)), key)
+        waiting, queue = [], list(reqs)
     while queue or waiting:
         while queue and len(waiting) < (in_flight or len(queue)):
-            waiting.append(executor.submit(_train, queue.pop(0)))
-        for job in [j for j in waiting if j.done()]:
-            waiting.remove(job)
+            req = queue.pop(0)
+            waiting.append((req, executor.submit(TrainJob(), _with_threads(req.cfg, threads))))
+        states = job_states(j.job_id for _, j in waiting) if slurm else {}  # one sacct call per poll
+        for req, job in [(r, j) for r, j in waiting if j.done()]:
+            waiting.remove((req, job))
             try:
                 yield job.result()
             except Exception as err:  # submitit's UncompletedJobError / FailedJobError: the job's log has the rest
-                print(f"[submitit] job {job.job_id} ended without a result: {str(err).splitlines()[0]}", flush=True)
+                state = states.get(job.job_id) or job.state
+                print(
+                    f"[submitit] job {job.job_id} ({state}) ended without a result: "
+                    f"{(str(err).splitlines() or [''])[0]}",
+                    flush=True,
+                )
+                if slurm:
+                    mark_ended(Path(str(req.run_dir)), job.job_id, state, folder)
                 yield {"status": "failed"}
-        time.sleep(0.5 if cluster == "local" else 5)
+        time.sleep(0.5 if not slurm else 2)
 
 
-def finished_runs(name: str, budget: str, reqs: list[RunRequest], train_missing: bool, launcher: str,
-                  workers: int | None, train_command: str, what: str = "runs"
-                  ) -> tuple[list[Path | None], list[RunRequest]]:
+def finished_runs(
+    name: str,
+    budget: str,
+    reqs: list[RunRequest],
+    train_missing: bool,
+    launcher: str | LaunchConfig,
+    workers: int | None,
+    train_command: str,
+    what: str = "runs",
+) -> tuple[list[Path | None], list[RunRequest]]:
     """The record dirs of an analysis's own runs ``reqs`` (same order), training the missing ones first when
     ``train_missing``; raises :class:`MissingRunsError` with ``train_command`` (how to train them) otherwise.
 
@@ -169,7 +333,8 @@ def finished_runs(name: str, budget: str, reqs: list[RunRequest], train_missing:
     if missing:
         raise MissingRunsError(
             f"table {name} at budget={budget} reads {len(missing)} {what} that are missing or unfinished, e.g. "
-            f"{missing[0].run_dir}.\nTrain them first:\n{train_command}")
+            f"{missing[0].run_dir}.\nTrain them first:\n{train_command}"
+        )
     dirs: list[Path | None] = []
     diverged = []
     for r in reqs:

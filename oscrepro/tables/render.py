@@ -54,6 +54,8 @@ def format_cell(cell: Cell, digits: int) -> str:
             text += f" (n={cell.n})"
     flags = [f"{k} {v}" for k, v in (("diverged", cell.n_diverged), ("failed", cell.n_failed),
                                       ("missing", cell.n_missing)) if v]
+    if cell.failed_as:  # name the SLURM states: "failed 1 (CANCELLED)"
+        flags = [f + f" ({', '.join(sorted(set(cell.failed_as)))})" if f.startswith("failed") else f for f in flags]
     return text + (f" [{', '.join(flags)}]" if flags else "")
 
 

@@ -32,7 +32,7 @@ from oscrepro.data.paths import DatasetNotFoundError
 from oscrepro.runs.compose import path_override
 from oscrepro.runs.lookup import RunRequest, find_record
 from oscrepro.runs.record import RunRecord
-from oscrepro.tables.launch import Progress, launch
+from oscrepro.tables.launch import LaunchConfig, Progress, launch
 from oscrepro.tables.runs import source_runs
 from oscrepro.tables.spec import SpecError, load_spec
 from oscrepro.tables.values import SeedStat
@@ -143,7 +143,7 @@ def _stat(values: list[float], flags: dict[str, int], scale: float = 100.0) -> S
 
 def coupledqk_table7(out_dir: Path, budget: str, results_dir: Path, name: str, source: str, experiment: str,
                      rows: list[str], tasks: list[dict[str, Any]], paper: dict[str, dict[str, Any]], lm_seed: int = 0,
-                     n_seeds: int = 3, metric: str = "val/acc", launcher: str = "inprocess",
+                     n_seeds: int = 3, metric: str = "val/acc", launcher: str | LaunchConfig = "inprocess",
                      workers: int | None = None, train_missing: bool = False
                      ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """coupledqk Table 7: val accuracy (%) mean ± std over fine-tuning seeds per (variant, task), the paper's beside."""
