@@ -63,8 +63,8 @@ def run_loggers(cfg: DictConfig, run_dir: Path) -> list[Logger]:
     for lcfg in (cfg.get("logger") or {}).values():
         if lcfg is None or "_target_" not in lcfg:
             continue
-        target = str(lcfg._target_)
-        loggers.append(wandb_logger(cfg, lcfg, run_dir) if target.endswith("WandbLogger") else instantiate(lcfg))
+        is_wandb = issubclass(get_class(str(lcfg._target_)), WandbLogger)
+        loggers.append(wandb_logger(cfg, lcfg, run_dir) if is_wandb else instantiate(lcfg))
     return loggers
 
 
