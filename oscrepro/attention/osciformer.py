@@ -92,7 +92,6 @@ from oscrepro.attention.osciformer_query import query_factors
 from oscrepro.attention.osciformer_response import key_projection, oscillator_constants, value_projection
 from oscrepro.attention.oscillator_kernels import (
     FREQ_GRIDS,
-    damped_basis,
     frequency_grid,
     gauss_legendre,
     oscillator_state,
@@ -159,8 +158,8 @@ class OsciFormerAttention(AttentionBase):
         return getattr(self, f"log_omega_{role}").to(kd).exp(), F.softplus(getattr(self, f"zeta_raw_{role}").to(kd))
 
     def constants(self, role: str, lam: Tensor) -> dict[str, Any]:
-        """Per-head constants of the key ("k") or value ("v") oscillators (``oscillator_constants``), plus their
-        projection maps and (1, H, 1, d_h) views for broadcasting over (B, H, T, d_h)."""
+        """Per-head constants of the key ("k") or value ("v") oscillators (``oscillator_constants``) and their
+        projection maps (``key_projection``, ``value_projection``)."""
         omega, zeta = self.omega_zeta(role)  # (H, d_h)
         kd = self.kernel_dtype
         drive = [getattr(self, f"drive_{n}_{role}", None) for n in ("cos", "sin")]
@@ -170,9 +169,6 @@ class OsciFormerAttention(AttentionBase):
             c["proj"], c["qcoef"] = key_projection(c, lam)
         else:
             c["proj"] = value_projection(c)
-        for name in ("omega", "zeta", "gamma"):
-            c[f"{name}4"] = c[name][None, :, None]  # (1, H, 1, d_h)
-        c["sigma_max"] = float(c["mu2"].detach().neg().clamp_min(0).sqrt().max())
         return c
 
     def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
@@ -187,15 +183,12 @@ class OsciFormerAttention(AttentionBase):
             key, val = self.constants("k", lam), self.constants("v", lam)
             segments = self._segments(tt, key, val)
             span = max(float((tt[:, j1 - 1] - tt[:, j0]).amax()) for j0, j1 in segments)
-            for c in (key, val):  # strongly overdamped channels: eigenmodes (module doc)
-                c["eig"] = (c["mu2"] < 0) & (c["mu2"].detach().neg().clamp_min(0).sqrt() * span > EIGEN_SPAN)
-                c["sigma4"] = torch.where(c["eig"], -c["mu2"], 1.0).sqrt()[None, :, None]  # safe where not eigen
-                c["eig"] = c["eig"][None, :, None]  # (1, H, 1, d_h)
+            trans = self._transient_constants(key, val, span)
             om, ga = key["omega"].detach(), key["gamma"].detach()
             rho = float(lam.detach().max() + torch.maximum(lam.detach().max(), torch.maximum(om.max(), 2 * ga.max())))
             step = self._batch_step(b, n, lam.shape[-1])
             parts = [self._batch_block(tt[i : i + step], q[i : i + step], k[i : i + step], v[i : i + step], lam, key,
-                                       val, segments, rho, need_weights) for i in range(0, b, step)]
+                                       val, trans, segments, rho, need_weights) for i in range(0, b, step)]
             y, weights, logits, coef = (torch.cat(z) for z in zip(*parts, strict=True))
         aux: Aux = {}
         if need_weights:
@@ -226,78 +219,95 @@ class OsciFormerAttention(AttentionBase):
         return out
 
     @staticmethod
-    def _anchor_state(c: dict, x0: Tensor, v0: Tensor, lag: Tensor) -> tuple[Tensor, Tensor]:
-        """Two real key factors per channel (module doc): the transient's state (Y, Y') at the anchor, or its
-        eigenmode amplitudes there in the ``eig`` channels. x0, v0 (B, H, K, d_h) at t_i, lag (B, K) = t_i - tau."""
-        b = lag[:, None, :, None]  # (B, 1, K, 1)
-        y, yd = oscillator_state(-b, x0, v0, c["omega4"], c["zeta4"])  # propagated from t_i back to tau
-        if not bool(c["eig"].any()):
-            return y, yd
-        ga, sig = c["gamma4"], c["sigma4"]
-        half, amp = 0.5 * x0, 0.5 * (v0 + ga * x0) / sig  # a_pm = x0 / 2 +- (v0 + gamma x0) / (2 sigma)
-        return (torch.where(c["eig"], (half + amp) * torch.exp((ga - sig) * b), y),
-                torch.where(c["eig"], (half - amp) * torch.exp((ga + sig) * b), yd))  # a_pm e^{-r_pm (t_i - tau)}
+    def _transient_constants(key: dict, val: dict, span: float) -> dict[str, Tensor]:
+        """omega, zeta, gamma, sigma and the eigenmode mask ``eig`` of the key channels then the value channels,
+        each (1, H, 1, 2 d_h): the transients of both are evaluated together. ``eig``: strongly overdamped,
+        sigma * span > ``EIGEN_SPAN`` (module doc); sigma is 1 elsewhere (safe)."""
+        out = {name: torch.cat([key[name], val[name]], -1) for name in ("omega", "zeta", "gamma", "mu2")}
+        eig = (out["mu2"] < 0) & (out["mu2"].detach().neg().clamp_min(0).sqrt() * span > EIGEN_SPAN)  # (H, 2d_h)
+        out["sigma"] = torch.where(eig, -out.pop("mu2"), 1.0).sqrt()
+        out = {name: z[None, :, None] for name, z in out.items()}  # (1, H, 1, 2 d_h)
+        out["eig"] = eig[None, :, None] if bool(eig.any()) else None
+        return out
 
     @staticmethod
-    def _propagator(c: dict, lag: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """(P11, P12, P21, P22), each (B, H, C, d_h): [x; x'](t_j) = P [factor 1; factor 2] of ``_anchor_state``,
-        lag (B, C) = t_j - tau >= 0."""
-        a = lag[:, None, :, None]  # (B, 1, C, 1)
-        om, ga = c["omega4"], c["gamma4"]
-        cs, sn = damped_basis(a, om, c["zeta4"])  # e^{-gamma a} (C(a), S(a))
-        p = (cs + ga * sn, sn, -om.square() * sn, cs - ga * sn)
-        if not bool(c["eig"].any()):
-            return p
-        sig = c["sigma4"]
+    def _transient(c: dict, x0: Tensor, v0: Tensor, lag_k: Tensor, lag_q: Tensor
+                   ) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor, Tensor, Tensor]]:
+        """Anchored transient of key and value channels (module doc), one ``oscillator_state`` call.
+
+        x0, v0 (B, H, K, 2 d_h) at t_i; lag_k (B, K) = t_i - tau; lag_q (B, C) = t_j - tau >= 0 ->
+        the two key factors (B, H, K, 2 d_h) (the state (Y, Y') at tau, or the eigenmode amplitudes there) and
+        the propagator (P11, P12, P21, P22) (B, H, C, 2 d_h): [x; x'](t_j) = P [factor 1; factor 2]."""
+        kk, cc = lag_k.shape[1], lag_q.shape[1]
+        lag = torch.cat([-lag_k, lag_q], 1)[:, None, :, None]  # (B, 1, K + C, 1)
+        zero, one = (torch.full_like(x0[:, :, :1], z).expand(-1, -1, cc, -1) for z in (0.0, 1.0))
+        # back from t_i to tau; the response to the state (0, 1) is the propagator's second column (s, c - gamma s)
+        x, xd = oscillator_state(lag, torch.cat([x0, zero], 2), torch.cat([v0, one], 2), c["omega"],
+                                 c["zeta"])  # (B, H, K + C, 2 d_h)
+        p12, p22 = x[:, :, kk:], xd[:, :, kk:]
+        prop = (p22 + 2 * c["gamma"] * p12, p12, -c["omega"].square() * p12, p22)  # first column (c + gamma s, ...)
+        y, yd = x[:, :, :kk], xd[:, :, :kk]
+        if c["eig"] is None:
+            return y, yd, prop
+        ga, sig, eig = c["gamma"], c["sigma"], c["eig"]
+        b, a = lag_k[:, None, :, None], lag_q[:, None, :, None]
+        half, amp = 0.5 * x0, 0.5 * (v0 + ga * x0) / sig  # a_pm = x0 / 2 +- (v0 + gamma x0) / (2 sigma)
+        y = torch.where(eig, (half + amp) * torch.exp((ga - sig) * b), y)  # a_pm e^{-r_pm (t_i - tau)}
+        yd = torch.where(eig, (half - amp) * torch.exp((ga + sig) * b), yd)
         e_p, e_m = torch.exp((sig - ga) * a), torch.exp(-(sig + ga) * a)  # e^{r_pm a}
-        eig = (e_p, e_m, (sig - ga) * e_p, -(sig + ga) * e_m)
-        return tuple(torch.where(c["eig"], e, s) for e, s in zip(eig, p, strict=True))
+        modes = (e_p, e_m, (sig - ga) * e_p, -(sig + ga) * e_m)
+        return y, yd, tuple(torch.where(eig, e, p) for e, p in zip(modes, prop, strict=True))
 
     def _batch_block(self, tt: Tensor, q: Tensor, k: Tensor, v: Tensor, lam: Tensor, key: dict, val: dict,
-                     segments: list[tuple[int, int]], rho: float, need_weights: bool
+                     trans: dict, segments: list[tuple[int, int]], rho: float, need_weights: bool
                      ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """One block of batch rows: (y (B, H, T, d_h), and when ``need_weights`` the weights and logits (B, H, T, T)
         and the query coefficients (B, H, T, J, d_h, 2) = (A, B); empty otherwise)."""
         b, h, n, d = q.shape
         driven = key["w_u"] is not None
-        main, zeta = query_factors(tt, q, lam, self.ridge, driven)  # (B, H, T, O, J, d_h, 2), (B, H, T, J, d_h, 2)
-        pq, rq, q_now = torch.einsum("bhtkcp,hkcpo->bhtco", zeta, key["qcoef"]).unbind(-1)  # (B, H, T, d_h) each
-        rot = torch.polar(torch.ones_like(tt[:, None, :, None] * lam[:, None]), tt[:, None, :, None] * lam[:, None])
+        main, zeta = query_factors(tt, q, lam, self.ridge, driven)  # (B, H, T, O, J, d_h, 2), (B, H, T, d_h, J, 2)
+        zeta = zeta.flatten(-2)  # (B, H, T, d_h, 2J)
+        pq, rq, q_now = ((zeta * cf).sum(-1) for cf in key["qcoef"])  # (B, H, T, d_h) each
+        theta = tt[:, None, :, None] * lam[:, None]  # (B, H, T, J): lam_k t
+        rot = torch.polar(torch.ones_like(theta), theta)  # e^{i lam_k t}
         # key factors: [kappa_i, conj(G u_i)] e^{i lam t_i} (B, H, T, O J d_h 2), and the anchor state x0, v0
         k_in = torch.cat([k, (tt - tt[:, :1])[:, None, :, None] * k], -1) if driven else k  # (B, H, T, d_in)
         k_out = k_in @ key["proj"]  # (B, H, T, O J d_h 2 + 2 d_h)
         n_main = main.shape[3] * lam.shape[-1] * d * 2
         k_main = torch.view_as_complex(k_out[..., :n_main].view(*main.shape)) * rot[:, :, :, None, :, None]
         k_main = torch.view_as_real(k_main).flatten(3)
-        x0, v0 = k_out[..., n_main : n_main + d], k_out[..., n_main + d :]  # (B, H, T, d_h)
         v_out = v @ val["proj"]  # (B, H, T, 2 d_h | 4 d_h)
+        x0 = torch.cat([k_out[..., n_main : n_main + d], v_out[..., :d]], -1)  # (B, H, T, 2 d_h): keys, values
+        v0 = torch.cat([k_out[..., n_main + d :], v_out[..., d : 2 * d]], -1)
         if driven:  # value steady state: Re sum_m (G_m e^{i lam_m t_j}) sum_i w_ji (u_i e^{-i lam_m t_i})
-            u = torch.complex(v_out[..., 2 * d : 3 * d], v_out[..., 3 * d :])[:, :, :, None]  # (B, H, T, 1, d_h)
-            v_ss = torch.view_as_real(u * rot.conj()[..., None]).flatten(3)  # (B, H, T, J d_h 2)
-            gain = rot[..., None] * val["g"][None, :, None]  # (B, H, T, J, d_h)
-            gain = torch.view_as_real(gain) * gain.real.new_tensor([1.0, -1.0])  # Re(a b) = <(a_r, -a_i), (b_r, b_i)>
-        sp_index, sp_alpha = self._special_pairs(tt, rho, q_now, k, main[:, :, :, 0], x0, v0, lam, key)
+            u = torch.complex(v_out[..., 2 * d : 3 * d], v_out[..., 3 * d :])[..., None]  # (B, H, T, d_h, 1)
+            v_ss = torch.view_as_real(u * rot.conj()[:, :, :, None]).flatten(3)  # (B, H, T, d_h J 2)
+            gain = rot[:, :, :, None] * val["g"].mT[None, :, None]  # (B, H, T, d_h, J): G_m e^{i lam_m t_j}
+            gain = (torch.view_as_real(gain) * gain.real.new_tensor([1.0, -1.0])).flatten(-2)  # (Re, -Im)
+        else:
+            v_ss = v_out.new_empty(b, h, n, 0)
+        sp_index, sp_alpha = self._special_pairs(tt, rho, q_now, k, main[:, :, :, 0], x0[..., :d], v0[..., :d], lam,
+                                                 key)
         q_main = main.flatten(3)  # (B, H, T, O J d_h 2)
         scale, block = 1 / math.sqrt(d), min(self.chunk_size or ROW_BLOCK, ROW_BLOCK)
         ys, ws, ls = [], [], []
         for j0, j1 in segments:
             tau = tt[:, j0 : j0 + 1]  # (B, 1) anchor
-            p11, p12, p21, p22 = self._propagator(key, tt[:, j0:j1] - tau)  # (B, H, C, d_h)
-            f1 = rq[:, :, j0:j1] * p11 + pq[:, :, j0:j1] * p21  # -F(Delta) = -(pq x' + rq x) (module doc)
-            f2 = rq[:, :, j0:j1] * p12 + pq[:, :, j0:j1] * p22
-            q_f = torch.cat([q_main[:, :, j0:j1], -f1, -f2], -1)  # (B, H, C, Dq)
-            k_f = torch.cat([k_main[:, :, :j1], *self._anchor_state(key, x0[:, :, :j1], v0[:, :, :j1],
-                                                                      tt[:, :j1] - tau)], -1)  # (B, H, K, Dq)
-            v_f = [*self._anchor_state(val, v_out[:, :, :j1, :d], v_out[:, :, :j1, d : 2 * d], tt[:, :j1] - tau)]
-            v_f = torch.cat(v_f + [v_ss[:, :, :j1]] if driven else v_f, -1)  # (B, H, K, Dv)
+            kf1, kf2, (p11, p12, p21, p22) = self._transient(trans, x0[:, :, :j1], v0[:, :, :j1], tt[:, :j1] - tau,
+                                                             tt[:, j0:j1] - tau)  # key channels, then value
+            f1 = rq[:, :, j0:j1] * p11[..., :d] + pq[:, :, j0:j1] * p21[..., :d]  # -F(Delta) = -(pq x' + rq x)
+            f2 = rq[:, :, j0:j1] * p12[..., :d] + pq[:, :, j0:j1] * p22[..., :d]
             sel = (sp_index[1] >= j0) & (sp_index[1] < j1)
             idx = sp_index[:, sel] - torch.tensor([[0], [j0], [0]], device=sp_index.device)
-            mix, w, lg = CausalCore.apply(q_f, k_f, v_f, sp_alpha[sel], tt, j0, idx, scale, rho, self.small_lag,
-                                          block, need_weights)  # (B, H, C, Dv)
-            g11, g12, _, _ = self._propagator(val, tt[:, j0:j1] - tau)
-            y = g11 * mix[..., :d] + g12 * mix[..., d : 2 * d]  # value transient at t_j
+            whole = (j0, j1) == (0, n)  # no slicing (its backward would allocate zeros)
+            parts = (q_main if whole else q_main[:, :, j0:j1], -torch.cat([f1, f2], -1),  # (B, H, C, Dq parts)
+                     k_main if whole else k_main[:, :, :j1], torch.cat([kf1[..., :d], kf2[..., :d]], -1),
+                     torch.cat([kf1[..., d:], kf2[..., d:]], -1), v_ss if whole else v_ss[:, :, :j1])
+            mix_tr, mix_ss, w, lg = CausalCore.apply(*parts, sp_alpha[sel], tt, j0, idx, scale, rho, self.small_lag,
+                                                     block, need_weights)  # (B, H, C, 2 d_h), (B, H, C, Dv_ss)
+            y = p11[..., d:] * mix_tr[..., :d] + p12[..., d:] * mix_tr[..., d:]  # value transient at t_j
             if driven:
-                y = y + (mix[..., 2 * d :].view(*gain[:, :, j0:j1].shape) * gain[:, :, j0:j1]).sum((3, 5))
+                y = y + (mix_ss.view(b, h, j1 - j0, d, -1) * gain[:, :, j0:j1]).sum(-1)
             ys, ws, ls = ys + [y], ws + [w], ls + [lg]
         coef = main[:, :, :, 0] if need_weights else main.new_empty(0)
         return torch.cat(ys, 2), torch.cat(ws, 2), torch.cat(ls, 2), coef
@@ -333,7 +343,7 @@ class OsciFormerAttention(AttentionBase):
         qv = (torch.einsum("phgk,phkc->phgc", theta.cos(), ab[..., 0])
               + torch.einsum("phgk,phkc->phgc", theta.sin(), ab[..., 1]))  # (P, H, G, d_h): q_j(tau)
         kv, _ = oscillator_state(s[:, None, :, None], x0[bi, :, ii][:, :, None], v0[bi, :, ii][:, :, None],
-                                 key["omega4"], key["zeta4"])  # (P, H, G, d_h)
+                                 key["omega"][:, None], key["zeta"][:, None])  # (P, H, G, d_h)
         if key["w_u"] is not None:  # + Re sum_m u_i G_m e^{i lam_m s}
             u = torch.einsum("hcd,phd->phc", key["w_u"], e[bi, :, ii].to(key["w_u"].dtype))  # (P, H, d_h)
             phase = s[:, None, :, None] * lam[None, :, None]  # (P, H, G, J)

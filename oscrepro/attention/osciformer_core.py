@@ -50,71 +50,94 @@ class _Block:
         self.sp_sel = sel.nonzero().squeeze(1)  # (P_blk,) positions in the caller's list
         self.sp_at = (sp_index[0, sel], sp_index[1, sel] - r0, sp_index[2, sel])  # (b, row in block, key)
 
-    def alpha(self, q: Tensor, k: Tensor, sp_alpha: Tensor) -> Tensor:
-        """alpha (B, H, C, K) of the block: num / Delta, the given special values; masked pairs hold 0."""
-        alpha = (q[:, :, self.r0 : self.r1] @ k[:, :, : self.k1].mT).mul_(self.inv_delta)  # (B, H, C, K)
+    def alpha(self, q: tuple[Tensor, Tensor], k: tuple[Tensor, Tensor], sp_alpha: Tensor, heads: int) -> Tensor:
+        """alpha (B, H, C, K) of the block from the factor parts q (B H, rows, Dq_p), k (B H, keys, Dq_p):
+        num = sum_p q_p k_p^T over Delta, and the given special values (P, H); masked pairs hold 0."""
+        num = torch.bmm(q[0][:, self.r0 : self.r1], k[0][:, : self.k1].mT)  # (B H, C, K)
+        num.baddbmm_(q[1][:, self.r0 : self.r1], k[1][:, : self.k1].mT)
+        alpha = num.view(-1, heads, *num.shape[1:]).mul_(self.inv_delta)  # (B, H, C, K)
         b, j, i = self.sp_at
         alpha[b, :, j, i] = sp_alpha[self.sp_sel]  # (P_blk, H) ties / tiny lags (zeroed by inv_delta above)
         return alpha
 
     def weights(self, alpha: Tensor, scale: float) -> Tensor:
-        """Softmax over the allowed keys of alpha * scale (Eq. 79), in place on alpha."""
-        return alpha.mul_(scale).masked_fill_(~self.allowed, -math.inf).softmax(-1)
+        """Softmax over the allowed keys of alpha * scale (Eq. 79), (B, H, C, K) -> (B H, C, K); alpha is
+        overwritten."""
+        w = alpha.mul_(scale).masked_fill_(~self.allowed, -math.inf).softmax(-1)
+        return w.flatten(0, 1)
 
 
-def _blocks(times: Tensor, row0: int, c: int, block: int, sp_index: Tensor, rho: float, small_lag: float
-            ) -> Iterator[_Block]:
+def _blocks(times: Tensor, row0: int, c: int, block: int, sp_index: Tensor, rho: float, small_lag: float,
+            reverse: bool = False) -> Iterator[_Block]:
     """The row blocks of a segment of C rows, one at a time (built again in the backward: nothing pairwise is
-    kept)."""
-    for r0 in range(0, c, block):
+    kept); ``reverse`` starts with the last block, the one that reads every key."""
+    starts = range(0, c, block)
+    for r0 in reversed(starts) if reverse else starts:
         yield _Block(times, row0, r0, min(c, r0 + block), sp_index, rho, small_lag)
 
 
 class CausalCore(torch.autograd.Function):
-    """mix (B, H, C, Dv) = softmax_{i <= j}(alpha_ji * scale) v_i for query rows row0..row0+C-1 (module doc).
+    """mix = softmax_{i <= j}(alpha_ji * scale) v_i for query rows row0..row0+C-1 (module doc), on factors given in
+    two parts each (concatenating them would copy): num_ji = <q_a, k_a> + <q_b, k_b>, v = [v_a, v_b].
 
-    Inputs: q (B, H, C, Dq) query factors of the rows, k (B, H, K, Dq) key factors and v (B, H, K, Dv) value
-    factors of keys 0..K-1 (K = row0 + C), sp_alpha (P, H) the logits of the special pairs sp_index (3, P) =
-    (batch, row - row0, key) (``pair_classes``), times (B, T), ``block`` rows per block; with ``need_weights``
-    it also returns the weights and alpha (-inf where masked), (B, H, C, T), not differentiable."""
+    Inputs: q_a, q_b (B, H, C, .) query factors of the rows, k_a, k_b (B, H, K, .) key factors and v_a, v_b
+    (B, H, K, .) value factors of keys 0..K-1 (K = row0 + C), sp_alpha (P, H) the logits of the special pairs
+    sp_index (3, P) = (batch, row - row0, key) (``pair_classes``), times (B, T), ``block`` rows per block.
+    Returns (mix_a, mix_b) (B, H, C, .) and, with ``need_weights``, the weights and alpha (-inf where masked),
+    (B, H, C, T), not differentiable (empty otherwise)."""
 
     @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, sp_alpha: Tensor, times: Tensor, row0: int, sp_index: Tensor,
-                scale: float, rho: float, small_lag: float, block: int, need_weights: bool
-                ) -> tuple[Tensor, Tensor, Tensor]:
-        b, h, c, _ = q.shape
+    def forward(ctx, q_a: Tensor, q_b: Tensor, k_a: Tensor, k_b: Tensor, v_a: Tensor, v_b: Tensor, sp_alpha: Tensor,
+                times: Tensor, row0: int, sp_index: Tensor, scale: float, rho: float, small_lag: float, block: int,
+                need_weights: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        b, h, c, _ = q_a.shape
         n = times.shape[1]
-        mix = q.new_empty(b, h, c, v.shape[-1])  # (B, H, C, Dv)
-        weights = q.new_zeros(b, h, c, n) if need_weights else q.new_empty(0)
-        logits = q.new_full((b, h, c, n), -math.inf) if need_weights else q.new_empty(0)
-        for blk in _blocks(times, row0, c, block, sp_index, rho, small_lag):
-            alpha = blk.alpha(q, k, sp_alpha)  # (B, H, Cb, Kb)
-            if need_weights:
-                logits[:, :, blk.r0 : blk.r1, : blk.k1] = alpha.masked_fill(~blk.allowed, -math.inf)
-            w = blk.weights(alpha, scale)
-            if need_weights:
-                weights[:, :, blk.r0 : blk.r1, : blk.k1] = w
-            mix[:, :, blk.r0 : blk.r1] = w @ v[:, :, : blk.k1]  # Eq. (79)
-        ctx.save_for_backward(q, k, v, sp_alpha, mix, times, sp_index)
-        ctx.args = (row0, c, block, rho, small_lag, scale)
-        ctx.mark_non_differentiable(weights, logits)
-        return mix, weights, logits
-
-    @staticmethod
-    def backward(ctx, d_mix: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
-        q, k, v, sp_alpha, mix, times, sp_index = ctx.saved_tensors
-        row0, c, block, rho, small_lag, scale = ctx.args
-        dq, dk, dv, dsp = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v), torch.zeros_like(sp_alpha)
+        q, k, v = ([z.reshape(b * h, z.shape[2], z.shape[3]) for z in pair] for pair in ((q_a, q_b), (k_a, k_b),
+                                                                                         (v_a, v_b)))
+        mix = [v_p.new_empty(b * h, c, v_p.shape[-1]) for v_p in v]  # (B H, C, Dv_p)
+        weights = q_a.new_zeros(b, h, c, n) if need_weights else q_a.new_empty(0)
+        logits = q_a.new_full((b, h, c, n), -math.inf) if need_weights else q_a.new_empty(0)
         for blk in _blocks(times, row0, c, block, sp_index, rho, small_lag):
             r0, r1, k1 = blk.r0, blk.r1, blk.k1
-            w = blk.weights(blk.alpha(q, k, sp_alpha), scale)  # recomputed (B, H, Cb, Kb)
-            dm = d_mix[:, :, r0:r1]  # (B, H, Cb, Dv)
-            dv[:, :, :k1] += w.mT @ dm
-            row_dot = (dm * mix[:, :, r0:r1]).sum(-1, keepdim=True)  # rowsum(dw * w) = rowsum(dmix * mix)
-            d_alpha = (dm @ v[:, :, :k1].mT).sub_(row_dot).mul_(w).mul_(scale)  # (B, H, Cb, Kb)
+            alpha = blk.alpha(q, k, sp_alpha, h)  # (B, H, Cb, Kb)
+            if need_weights:
+                logits[:, :, r0:r1, :k1] = alpha.masked_fill(~blk.allowed, -math.inf)
+            w = blk.weights(alpha, scale)  # (B H, Cb, Kb)
+            if need_weights:
+                weights[:, :, r0:r1, :k1] = w.view(b, h, r1 - r0, k1)
+            for v_p, mix_p in zip(v, mix, strict=True):
+                torch.bmm(w, v_p[:, :k1], out=mix_p[:, r0:r1])  # Eq. (79)
+        ctx.save_for_backward(*q, *k, *v, *mix, sp_alpha, times, sp_index)
+        ctx.args = (row0, c, block, rho, small_lag, scale, h)
+        ctx.mark_non_differentiable(weights, logits)
+        return mix[0].view(b, h, c, -1), mix[1].view(b, h, c, -1), weights, logits
+
+    @staticmethod
+    def backward(ctx, d_mix_a: Tensor, d_mix_b: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
+        saved = ctx.saved_tensors
+        q, k, v, mix = saved[0:2], saved[2:4], saved[4:6], saved[6:8]  # parts (B H, C | K, .)
+        sp_alpha, times, sp_index = saved[8:]
+        row0, c, block, rho, small_lag, scale, h = ctx.args
+        d_mix = [d.reshape(m.shape) for d, m in zip((d_mix_a, d_mix_b), mix, strict=True)]  # (B H, C, Dv_p)
+        dq, dk, dv = ([torch.empty_like(z) for z in parts] for parts in (q, k, v))
+        dsp = torch.zeros_like(sp_alpha)
+        beta = 0.0  # the first block (the last rows) covers every key: it initialises dk, dv
+        for blk in _blocks(times, row0, c, block, sp_index, rho, small_lag, reverse=True):
+            r0, r1, k1 = blk.r0, blk.r1, blk.k1
+            w = blk.weights(blk.alpha(q, k, sp_alpha, h), scale)  # recomputed (B H, Cb, Kb)
+            dm = [d[:, r0:r1] for d in d_mix]  # (B H, Cb, Dv_p)
+            d_alpha = torch.bmm(dm[0], v[0][:, :k1].mT).baddbmm_(dm[1], v[1][:, :k1].mT)  # dw (B H, Cb, Kb)
+            row_dot = sum((d_p * m[:, r0:r1]).sum(-1, keepdim=True) for d_p, m in zip(dm, mix, strict=True))
+            d_alpha = d_alpha.sub_(row_dot).mul_(w).mul_(scale)  # rowsum(dw * w) = rowsum(dmix * mix)
+            for dv_p, dm_p in zip(dv, dm, strict=True):
+                dv_p[:, :k1].baddbmm_(w.mT, dm_p, beta=beta)
+            d_alpha = d_alpha.view(-1, h, r1 - r0, k1)  # (B, H, Cb, Kb)
             b, j, i = blk.sp_at
             dsp[blk.sp_sel] = d_alpha[b, :, j, i]  # each special pair lies in exactly one block
-            d_num = d_alpha.mul_(blk.inv_delta)  # closed-form pairs only
-            dq[:, :, r0:r1] = d_num @ k[:, :, :k1]
-            dk[:, :, :k1] += d_num.mT @ q[:, :, r0:r1]
-        return dq, dk, dv, dsp, None, None, None, None, None, None, None, None
+            d_num = d_alpha.mul_(blk.inv_delta).flatten(0, 1)  # closed-form pairs only
+            for q_p, k_p, dq_p, dk_p in zip(q, k, dq, dk, strict=True):
+                torch.bmm(d_num, k_p[:, :k1], out=dq_p[:, r0:r1])
+                dk_p[:, :k1].baddbmm_(d_num.mT, q_p[:, r0:r1], beta=beta)
+            beta = 1.0
+        grads = [g.view(g.shape[0] // h, h, *g.shape[1:]) for g in (*dq, *dk, *dv)]
+        return (*grads, dsp, None, None, None, None, None, None, None, None)

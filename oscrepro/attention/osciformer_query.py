@@ -50,7 +50,7 @@ def _drive_map(cos: Tensor, sin: Tensor, s: Tensor, lam: Tensor) -> Tensor:
 def query_factors(times: Tensor, q: Tensor, lam: Tensor, ridge: float, driven: bool) -> tuple[Tensor, Tensor]:
     """Ridge fit (Eq. 48, row j on tokens 1..j) and the query factors, per token and head.
 
-    times (B, T), q (B, H, T, D), lam (H, J) -> (main (B, H, T, O, J, D, 2), zeta (B, H, T, J, D, 2)); main's
+    times (B, T), q (B, H, T, D), lam (H, J) -> (main (B, H, T, O, J, D, 2), zeta (B, H, T, D, J, 2)); main's
     O = 2 blocks (1 when not driven) are (A, B) and conj Qd (module doc), zeta is z e^{i lam t_j} as (Re, Im).
     Heads that share a fixed grid share the Gram matrices and the maps (one (2J, D H) product per token)."""
     b, h, n, d = q.shape
@@ -60,24 +60,22 @@ def query_factors(times: Tensor, q: Tensor, lam: Tensor, ridge: float, driven: b
     g = lam_g.shape[0]
     theta = times[:, None, :, None] * lam_g[None, :, None, :]  # (B, G, T, J): lam_k t
     cos, sin = theta.cos(), theta.sin()
-    phi = torch.stack([cos, sin], -1).flatten(-2)  # (B, G, T, 2J): (cos_k, sin_k) pairs
-    gram = (phi[..., :, None] * phi[..., None, :]).cumsum(2)  # (B, G, T, 2J, 2J) prefix Gram
+    phi = torch.stack([cos, sin], -1).flatten(-2).mT  # (B, G, 2J, T): (cos_k, sin_k) pairs
+    # prefix sums over tokens, along the last (contiguous) axis, where cumsum is fast
+    gram = (phi[:, :, :, None] * phi[:, :, None]).cumsum(-1).permute(0, 1, 4, 2, 3)  # (B, G, T, 2J, 2J)
     ginv = torch.linalg.inv(gram + ridge * torch.eye(2 * j, dtype=phi.dtype, device=phi.device))
-    qg = q.reshape(b, g, h // g, n, d).transpose(2, 3).reshape(b, g, n, h // g * d)  # (B, G, T, H/G D)
-    moments = (phi[..., :, None] * qg[..., None, :]).cumsum(2)  # (B, G, T, 2J, H/G D): S_j
+    qg = q.reshape(b, g, h // g, n, d).permute(0, 1, 2, 4, 3).reshape(b, g, 1, h // g * d, n)  # (B, G, 1, H/G D, T)
+    moments = (phi[:, :, :, None] * qg).cumsum(-1).permute(0, 1, 4, 2, 3)  # (B, G, T, 2J, H/G D): S_j
     coef = ginv @ moments  # (B, G, T, 2J, H/G D): (A_k, B_k) pairs, Eq. (48)
     # every other factor from these same coefficients: the closed form cancels F(0) (from (A, B)) against F(Delta)
     # (from zeta) at magnitudes ~|zeta / p|, so both must carry the same rounding of the fit
     a, b_ = coef.view(b, g, n, j, 2, -1).unbind(4)  # (B, G, T, J, H/G D) each
     c4, s4 = cos[..., None], sin[..., None]  # (B, G, T, J, 1)
-    zeta = torch.stack([c4 * a + s4 * b_, s4 * a - c4 * b_], -2).flatten(-3, -2)  # (B, G, T, 2J, H/G D)
+    zeta = torch.stack([c4 * a + s4 * b_, s4 * a - c4 * b_], -1)  # (B, G, T, J, H/G D, 2)
+    zeta = zeta.view(b, g, n, j, h // g, d, 2).permute(0, 1, 4, 2, 5, 3, 6).reshape(b, h, n, d, j, 2)
     if driven:  # conj Qd
         main = torch.cat([coef, _drive_map(cos, sin, (times - times[:, :1])[:, None], lam_g) @ coef], -2)
     else:
         main = coef  # (B, G, T, O 2J, H/G D)
-
-    def per_head(z: Tensor) -> Tensor:  # (B, G, T, O 2J, H/G D) -> (B, H, T, O, J, D, 2)
-        z = z.view(b, g, n, -1, j, 2, h // g, d).permute(0, 1, 6, 2, 3, 4, 7, 5)
-        return z.reshape(b, h, n, -1, j, d, 2)
-
-    return per_head(main), per_head(zeta)[:, :, :, 0]
+    main = main.view(b, g, n, -1, j, 2, h // g, d).permute(0, 1, 6, 2, 3, 4, 7, 5)  # (B, G, H/G, T, O, J, D, 2)
+    return main.reshape(b, h, n, -1, j, d, 2), zeta

@@ -66,7 +66,7 @@ def oscillator_constants(omega: Tensor, zeta: Tensor, velocity: Tensor, drive: s
 def key_projection(c: dict, lam: Tensor) -> tuple[Tensor, Tensor]:
     """Per-head maps of the key factors (module doc).
 
-    -> (proj (H, d_in, O J d 2 + 2 d), qcoef (H, J, d, 2, 3)). proj maps (E_i, s_i E_i) (d_in = 2d; E_i alone,
+    -> (proj (H, d_in, O J d 2 + 2 d), qcoef (3, H, 1, d, 2J)). proj maps (E_i, s_i E_i) (d_in = 2d; E_i alone,
     d_in = d, when undriven) to [kappa_i, conj(G u_i) (when driven) as (mode, channel, Re|Im), x0_i, v0_i];
     qcoef maps zeta_j (Re, Im) to (pq_j, rq_j, q_j(t_j)): pq = Re sum_k zeta_k / p_k and
     rq = Re sum_k zeta_k (2 gamma - i lam_k) / p_k, the query sides of -F(Delta) = -(pq x'(Delta) + rq x(Delta))."""
@@ -89,9 +89,10 @@ def key_projection(c: dict, lam: Tensor) -> tuple[Tensor, Tensor]:
         top = torch.cat([_real_map(m1), _real_map(m3), *cols], -1)  # rows E
         bottom = torch.cat([_real_map(-0.5 * m3), torch.zeros_like(top[:, :, m1.shape[1] * m1.shape[2] * 2 :])], -1)
         proj = torch.cat([top, bottom], 1)  # (H, 2d, 2 J d 2 + 2d): rows E, then s E
-    one = torch.stack([torch.ones_like(inv_p.real), torch.zeros_like(inv_p.real)], -1)  # q(t_j) = sum_k Re zeta_k
-    conj_real = torch.tensor([1.0, -1.0], dtype=one.dtype, device=one.device)  # Re(a b) = <(a_r, a_i), (b_r, -b_i)>
-    qcoef = torch.stack([torch.view_as_real(inv_p) * conj_real, torch.view_as_real(beta) * conj_real, one], -1)
+    # Re(a b) = <(a_r, a_i), (b_r, -b_i)>; q(t_j) = sum_k Re zeta_k
+    coefs = [torch.view_as_real(c) * c.real.new_tensor([1.0, -1.0]) for c in (inv_p, beta)]
+    coefs.append(torch.stack([torch.ones_like(inv_p.real), torch.zeros_like(inv_p.real)], -1))
+    qcoef = torch.stack(coefs).permute(0, 1, 3, 2, 4).flatten(-2)[:, :, None]  # (3, H, 1, d, 2J)
     return proj, qcoef
 
 
