@@ -87,7 +87,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from oscrepro.attention.base import AttentionBase, Aux, fp32_only, merge_heads, one_of, refuse, split_heads, whole
-from oscrepro.attention.osciformer_core import ROW_BLOCK, CausalCore, pair_classes
+from oscrepro.attention.osciformer_core import ROW_BLOCK, causal_core, pair_classes
 from oscrepro.attention.osciformer_query import query_factors
 from oscrepro.attention.osciformer_response import key_projection, oscillator_constants, value_projection
 from oscrepro.attention.oscillator_kernels import (
@@ -265,30 +265,30 @@ class OsciFormerAttention(AttentionBase):
         and the query coefficients (B, H, T, J, d_h, 2) = (A, B); empty otherwise)."""
         b, h, n, d = q.shape
         driven = key["w_u"] is not None
-        main, zeta = query_factors(tt, q, lam, self.ridge, driven)  # (B, H, T, O, J, d_h, 2), (B, H, T, d_h, J, 2)
+        coef, qd, zeta = query_factors(tt, q, lam, self.ridge, driven)  # (B, H, T, J, d_h, 2) x 2, (B, H, T, d_h, J, 2)
         zeta = zeta.flatten(-2)  # (B, H, T, d_h, 2J)
         pq, rq, q_now = ((zeta * cf).sum(-1) for cf in key["qcoef"])  # (B, H, T, d_h) each
         theta = tt[:, None, :, None] * lam[:, None]  # (B, H, T, J): lam_k t
-        rot = torch.polar(torch.ones_like(theta), theta)  # e^{i lam_k t}
-        # key factors: [kappa_i, conj(G u_i)] e^{i lam t_i} (B, H, T, O J d_h 2), and the anchor state x0, v0
-        k_in = torch.cat([k, (tt - tt[:, :1])[:, None, :, None] * k], -1) if driven else k  # (B, H, T, d_in)
-        k_out = k_in @ key["proj"]  # (B, H, T, O J d_h 2 + 2 d_h)
-        n_main = main.shape[3] * lam.shape[-1] * d * 2
-        k_main = torch.view_as_complex(k_out[..., :n_main].view(*main.shape)) * rot[:, :, :, None, :, None]
-        k_main = torch.view_as_real(k_main).flatten(3)
+        rot = torch.polar(torch.ones_like(theta), theta)[:, :, :, :, None]  # e^{i lam_k t}  (B, H, T, J, 1)
+        # key factors: K_i = kappa_i e^{i lam t_i} and conj X_i = conj(G u_i) e^{i lam t_i}, (B, H, T, J d_h 2)
+        # each, and the anchor state x0, v0
+        k_out = k @ key["proj"]  # (B, H, T, O J d_h 2 + 2 d_h)
+        m = coef.shape[-3] * d * 2
+        k_parts = [k_out[..., o * m : (o + 1) * m] for o in range(2 if driven else 1)]
+        if driven:  # kappa's secular term -(s_i / 2) conj(G u_i)
+            k_parts[0] = torch.addcmul(k_parts[0], (tt - tt[:, :1])[:, None, :, None], k_parts[1], value=-0.5)
+        k_parts = [torch.view_as_real(torch.view_as_complex(z.view(coef.shape)) * rot).flatten(3) for z in k_parts]
+        q_parts = [z.flatten(3) for z in ((coef, qd) if driven else (coef,))]  # (B, H, T, J d_h 2) each
         v_out = v @ val["proj"]  # (B, H, T, 2 d_h | 4 d_h)
-        x0 = torch.cat([k_out[..., n_main : n_main + d], v_out[..., :d]], -1)  # (B, H, T, 2 d_h): keys, values
-        v0 = torch.cat([k_out[..., n_main + d :], v_out[..., d : 2 * d]], -1)
+        x0 = torch.cat([k_out[..., -2 * d : -d], v_out[..., :d]], -1)  # (B, H, T, 2 d_h): keys, values
+        v0 = torch.cat([k_out[..., -d:], v_out[..., d : 2 * d]], -1)
+        v_parts = []
         if driven:  # value steady state: Re sum_m (G_m e^{i lam_m t_j}) sum_i w_ji (u_i e^{-i lam_m t_i})
             u = torch.complex(v_out[..., 2 * d : 3 * d], v_out[..., 3 * d :])[..., None]  # (B, H, T, d_h, 1)
-            v_ss = torch.view_as_real(u * rot.conj()[:, :, :, None]).flatten(3)  # (B, H, T, d_h J 2)
-            gain = rot[:, :, :, None] * val["g"].mT[None, :, None]  # (B, H, T, d_h, J): G_m e^{i lam_m t_j}
+            v_parts.append(torch.view_as_real(u * rot.mT.conj()).flatten(3))  # (B, H, T, d_h J 2)
+            gain = rot.mT * val["g"].mT[None, :, None]  # (B, H, T, d_h, J): G_m e^{i lam_m t_j}
             gain = (torch.view_as_real(gain) * gain.real.new_tensor([1.0, -1.0])).flatten(-2)  # (Re, -Im)
-        else:
-            v_ss = v_out.new_empty(b, h, n, 0)
-        sp_index, sp_alpha = self._special_pairs(tt, rho, q_now, k, main[:, :, :, 0], x0[..., :d], v0[..., :d], lam,
-                                                 key)
-        q_main = main.flatten(3)  # (B, H, T, O J d_h 2)
+        sp_index, sp_alpha = self._special_pairs(tt, rho, q_now, k, coef, x0[..., :d], v0[..., :d], lam, key)
         scale, block = 1 / math.sqrt(d), min(self.chunk_size or ROW_BLOCK, ROW_BLOCK)
         ys, ws, ls = [], [], []
         for j0, j1 in segments:
@@ -300,17 +300,16 @@ class OsciFormerAttention(AttentionBase):
             sel = (sp_index[1] >= j0) & (sp_index[1] < j1)
             idx = sp_index[:, sel] - torch.tensor([[0], [j0], [0]], device=sp_index.device)
             whole = (j0, j1) == (0, n)  # no slicing (its backward would allocate zeros)
-            parts = (q_main if whole else q_main[:, :, j0:j1], -torch.cat([f1, f2], -1),  # (B, H, C, Dq parts)
-                     k_main if whole else k_main[:, :, :j1], torch.cat([kf1[..., :d], kf2[..., :d]], -1),
-                     torch.cat([kf1[..., d:], kf2[..., d:]], -1), v_ss if whole else v_ss[:, :, :j1])
-            mix_tr, mix_ss, w, lg = CausalCore.apply(*parts, sp_alpha[sel], tt, j0, idx, scale, rho, self.small_lag,
-                                                     block, need_weights)  # (B, H, C, 2 d_h), (B, H, C, Dv_ss)
-            y = p11[..., d:] * mix_tr[..., :d] + p12[..., d:] * mix_tr[..., d:]  # value transient at t_j
+            q_seg = [z if whole else z[:, :, j0:j1] for z in q_parts] + [-torch.cat([f1, f2], -1)]  # (B, H, C, .)
+            k_seg = [z if whole else z[:, :, :j1] for z in k_parts] + [torch.cat([kf1[..., :d], kf2[..., :d]], -1)]
+            v_seg = [torch.cat([kf1[..., d:], kf2[..., d:]], -1)] + [z if whole else z[:, :, :j1] for z in v_parts]
+            mix, w, lg = causal_core(q_seg, k_seg, v_seg, sp_alpha[sel], tt, j0, idx, scale, rho, self.small_lag,
+                                     block, need_weights)  # (B, H, C, 2 d_h), (B, H, C, d_h J 2)
+            y = p11[..., d:] * mix[0][..., :d] + p12[..., d:] * mix[0][..., d:]  # value transient at t_j
             if driven:
-                y = y + (mix_ss.view(b, h, j1 - j0, d, -1) * gain[:, :, j0:j1]).sum(-1)
+                y = y + (mix[1].view(b, h, j1 - j0, d, -1) * gain[:, :, j0:j1]).sum(-1)
             ys, ws, ls = ys + [y], ws + [w], ls + [lg]
-        coef = main[:, :, :, 0] if need_weights else main.new_empty(0)
-        return torch.cat(ys, 2), torch.cat(ws, 2), torch.cat(ls, 2), coef
+        return torch.cat(ys, 2), torch.cat(ws, 2), torch.cat(ls, 2), coef if need_weights else coef.new_empty(0)
 
     def _special_pairs(self, tt: Tensor, rho: float, q_now: Tensor, e: Tensor, coef: Tensor, x0: Tensor, v0: Tensor,
                        lam: Tensor, key: dict) -> tuple[Tensor, Tensor]:

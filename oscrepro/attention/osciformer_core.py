@@ -50,11 +50,12 @@ class _Block:
         self.sp_sel = sel.nonzero().squeeze(1)  # (P_blk,) positions in the caller's list
         self.sp_at = (sp_index[0, sel], sp_index[1, sel] - r0, sp_index[2, sel])  # (b, row in block, key)
 
-    def alpha(self, q: tuple[Tensor, Tensor], k: tuple[Tensor, Tensor], sp_alpha: Tensor, heads: int) -> Tensor:
+    def alpha(self, q: list[Tensor], k: list[Tensor], sp_alpha: Tensor, heads: int) -> Tensor:
         """alpha (B, H, C, K) of the block from the factor parts q (B H, rows, Dq_p), k (B H, keys, Dq_p):
         num = sum_p q_p k_p^T over Delta, and the given special values (P, H); masked pairs hold 0."""
         num = torch.bmm(q[0][:, self.r0 : self.r1], k[0][:, : self.k1].mT)  # (B H, C, K)
-        num.baddbmm_(q[1][:, self.r0 : self.r1], k[1][:, : self.k1].mT)
+        for q_p, k_p in zip(q[1:], k[1:], strict=True):
+            num.baddbmm_(q_p[:, self.r0 : self.r1], k_p[:, : self.k1].mT)
         alpha = num.view(-1, heads, *num.shape[1:]).mul_(self.inv_delta)  # (B, H, C, K)
         b, j, i = self.sp_at
         alpha[b, :, j, i] = sp_alpha[self.sp_sel]  # (P_blk, H) ties / tiny lags (zeroed by inv_delta above)
@@ -77,26 +78,18 @@ def _blocks(times: Tensor, row0: int, c: int, block: int, sp_index: Tensor, rho:
 
 
 class CausalCore(torch.autograd.Function):
-    """mix = softmax_{i <= j}(alpha_ji * scale) v_i for query rows row0..row0+C-1 (module doc), on factors given in
-    two parts each (concatenating them would copy): num_ji = <q_a, k_a> + <q_b, k_b>, v = [v_a, v_b].
-
-    Inputs: q_a, q_b (B, H, C, .) query factors of the rows, k_a, k_b (B, H, K, .) key factors and v_a, v_b
-    (B, H, K, .) value factors of keys 0..K-1 (K = row0 + C), sp_alpha (P, H) the logits of the special pairs
-    sp_index (3, P) = (batch, row - row0, key) (``pair_classes``), times (B, T), ``block`` rows per block.
-    Returns (mix_a, mix_b) (B, H, C, .) and, with ``need_weights``, the weights and alpha (-inf where masked),
-    (B, H, C, T), not differentiable (empty otherwise)."""
+    """``causal_core`` as a Function: the factors come last (n_qk query parts, n_qk key parts, value parts)."""
 
     @staticmethod
-    def forward(ctx, q_a: Tensor, q_b: Tensor, k_a: Tensor, k_b: Tensor, v_a: Tensor, v_b: Tensor, sp_alpha: Tensor,
-                times: Tensor, row0: int, sp_index: Tensor, scale: float, rho: float, small_lag: float, block: int,
-                need_weights: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        b, h, c, _ = q_a.shape
+    def forward(ctx, sp_alpha: Tensor, times: Tensor, sp_index: Tensor, row0: int, scale: float, rho: float,
+                small_lag: float, block: int, need_weights: bool, n_qk: int, *factors: Tensor) -> tuple[Tensor, ...]:
+        b, h, c, _ = factors[0].shape
         n = times.shape[1]
-        q, k, v = ([z.reshape(b * h, z.shape[2], z.shape[3]) for z in pair] for pair in ((q_a, q_b), (k_a, k_b),
-                                                                                         (v_a, v_b)))
+        flat = [z.reshape(b * h, z.shape[2], z.shape[3]) for z in factors]  # (B H, rows | keys, D_p)
+        q, k, v = flat[:n_qk], flat[n_qk : 2 * n_qk], flat[2 * n_qk :]
         mix = [v_p.new_empty(b * h, c, v_p.shape[-1]) for v_p in v]  # (B H, C, Dv_p)
-        weights = q_a.new_zeros(b, h, c, n) if need_weights else q_a.new_empty(0)
-        logits = q_a.new_full((b, h, c, n), -math.inf) if need_weights else q_a.new_empty(0)
+        weights = sp_alpha.new_zeros(b, h, c, n) if need_weights else sp_alpha.new_empty(0)
+        logits = sp_alpha.new_full((b, h, c, n), -math.inf) if need_weights else sp_alpha.new_empty(0)
         for blk in _blocks(times, row0, c, block, sp_index, rho, small_lag):
             r0, r1, k1 = blk.r0, blk.r1, blk.k1
             alpha = blk.alpha(q, k, sp_alpha, h)  # (B, H, Cb, Kb)
@@ -107,18 +100,17 @@ class CausalCore(torch.autograd.Function):
                 weights[:, :, r0:r1, :k1] = w.view(b, h, r1 - r0, k1)
             for v_p, mix_p in zip(v, mix, strict=True):
                 torch.bmm(w, v_p[:, :k1], out=mix_p[:, r0:r1])  # Eq. (79)
-        ctx.save_for_backward(*q, *k, *v, *mix, sp_alpha, times, sp_index)
-        ctx.args = (row0, c, block, rho, small_lag, scale, h)
+        ctx.save_for_backward(sp_alpha, times, sp_index, *flat, *mix)
+        ctx.args = (row0, c, block, rho, small_lag, scale, h, n_qk, len(v))
         ctx.mark_non_differentiable(weights, logits)
-        return mix[0].view(b, h, c, -1), mix[1].view(b, h, c, -1), weights, logits
+        return (*(m.view(b, h, c, -1) for m in mix), weights, logits)
 
     @staticmethod
-    def backward(ctx, d_mix_a: Tensor, d_mix_b: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
-        saved = ctx.saved_tensors
-        q, k, v, mix = saved[0:2], saved[2:4], saved[4:6], saved[6:8]  # parts (B H, C | K, .)
-        sp_alpha, times, sp_index = saved[8:]
-        row0, c, block, rho, small_lag, scale, h = ctx.args
-        d_mix = [d.reshape(m.shape) for d, m in zip((d_mix_a, d_mix_b), mix, strict=True)]  # (B H, C, Dv_p)
+    def backward(ctx, *grads: Tensor) -> tuple[Tensor | None, ...]:
+        row0, c, block, rho, small_lag, scale, h, n_qk, n_v = ctx.args
+        sp_alpha, times, sp_index, *flat = ctx.saved_tensors
+        q, k, v, mix = flat[:n_qk], flat[n_qk : 2 * n_qk], flat[2 * n_qk : 2 * n_qk + n_v], flat[2 * n_qk + n_v :]
+        d_mix = [d.reshape(m.shape) for d, m in zip(grads[:n_v], mix, strict=True)]  # (B H, C, Dv_p)
         dq, dk, dv = ([torch.empty_like(z) for z in parts] for parts in (q, k, v))
         dsp = torch.zeros_like(sp_alpha)
         beta = 0.0  # the first block (the last rows) covers every key: it initialises dk, dv
@@ -126,7 +118,9 @@ class CausalCore(torch.autograd.Function):
             r0, r1, k1 = blk.r0, blk.r1, blk.k1
             w = blk.weights(blk.alpha(q, k, sp_alpha, h), scale)  # recomputed (B H, Cb, Kb)
             dm = [d[:, r0:r1] for d in d_mix]  # (B H, Cb, Dv_p)
-            d_alpha = torch.bmm(dm[0], v[0][:, :k1].mT).baddbmm_(dm[1], v[1][:, :k1].mT)  # dw (B H, Cb, Kb)
+            d_alpha = torch.bmm(dm[0], v[0][:, :k1].mT)  # dw = dmix v^T (B H, Cb, Kb)
+            for dm_p, v_p in zip(dm[1:], v[1:], strict=True):
+                d_alpha.baddbmm_(dm_p, v_p[:, :k1].mT)
             row_dot = sum((d_p * m[:, r0:r1]).sum(-1, keepdim=True) for d_p, m in zip(dm, mix, strict=True))
             d_alpha = d_alpha.sub_(row_dot).mul_(w).mul_(scale)  # rowsum(dw * w) = rowsum(dmix * mix)
             for dv_p, dm_p in zip(dv, dm, strict=True):
@@ -139,5 +133,21 @@ class CausalCore(torch.autograd.Function):
                 torch.bmm(d_num, k_p[:, :k1], out=dq_p[:, r0:r1])
                 dk_p[:, :k1].baddbmm_(d_num.mT, q_p[:, r0:r1], beta=beta)
             beta = 1.0
-        grads = [g.view(g.shape[0] // h, h, *g.shape[1:]) for g in (*dq, *dk, *dv)]
-        return (*grads, dsp, None, None, None, None, None, None, None, None)
+        d_factors = [g.view(g.shape[0] // h, h, *g.shape[1:]) for g in (*dq, *dk, *dv)]
+        return (dsp, None, None, None, None, None, None, None, None, None, *d_factors)
+
+
+def causal_core(q: list[Tensor], k: list[Tensor], v: list[Tensor], sp_alpha: Tensor, times: Tensor, row0: int,
+                sp_index: Tensor, scale: float, rho: float, small_lag: float, block: int, need_weights: bool
+                ) -> tuple[list[Tensor], Tensor, Tensor]:
+    """mix = softmax_{i <= j}(alpha_ji * scale) v_i for query rows row0..row0+C-1 (module doc), on factors given in
+    parts (concatenating them would copy): num_ji = sum_p <q_p,j, k_p,i>, v = [v_1, v_2, ...].
+
+    q parts (B, H, C, .) are the query factors of the rows, k parts (B, H, K, .) the key factors and v parts
+    (B, H, K, .) the value factors of keys 0..K-1 (K = row0 + C); sp_alpha (P, H) the logits of the special pairs
+    sp_index (3, P) = (batch, row - row0, key) (``pair_classes``); times (B, T); ``block`` rows per block.
+    Returns the mix parts (B, H, C, .) and, with ``need_weights``, the weights and alpha (-inf where masked),
+    (B, H, C, T), not differentiable (empty otherwise)."""
+    out = CausalCore.apply(sp_alpha, times, sp_index, row0, scale, rho, small_lag, block, need_weights, len(q), *q, *k,
+                           *v)
+    return list(out[:-2]), out[-2], out[-1]

@@ -47,12 +47,22 @@ def _drive_map(cos: Tensor, sin: Tensor, s: Tensor, lam: Tensor) -> Tensor:
     return torch.stack(rows, -3).flatten(-4, -3).flatten(-2)  # (B, G, T, J, 2, J, 2) -> (B, G, T, 2J, 2J)
 
 
-def query_factors(times: Tensor, q: Tensor, lam: Tensor, ridge: float, driven: bool) -> tuple[Tensor, Tensor]:
+
+def _zeta_map(cos: Tensor, sin: Tensor) -> Tensor:
+    """(B, G, T, 2J, 2J) block-diagonal map (A, B) -> (Re, Im) zeta_j = (A - iB) e^{i lam t_j}, per mode
+    [[cos, sin], [sin, -cos]]."""
+    block = torch.stack([torch.stack([cos, sin], -1), torch.stack([sin, -cos], -1)], -2)  # (B, G, T, J, 2, 2)
+    full = torch.diag_embed(block.movedim(-3, -1))  # (B, G, T, 2, 2, J, J): [p, p', k, k']
+    return full.permute(0, 1, 2, 5, 3, 6, 4).flatten(-4, -3).flatten(-2)
+
+
+def query_factors(times: Tensor, q: Tensor, lam: Tensor, ridge: float, driven: bool
+                  ) -> tuple[Tensor, Tensor | None, Tensor]:
     """Ridge fit (Eq. 48, row j on tokens 1..j) and the query factors, per token and head.
 
-    times (B, T), q (B, H, T, D), lam (H, J) -> (main (B, H, T, O, J, D, 2), zeta (B, H, T, D, J, 2)); main's
-    O = 2 blocks (1 when not driven) are (A, B) and conj Qd (module doc), zeta is z e^{i lam t_j} as (Re, Im).
-    Heads that share a fixed grid share the Gram matrices and the maps (one (2J, D H) product per token)."""
+    times (B, T), q (B, H, T, D), lam (H, J) -> (coef (B, H, T, J, D, 2) = (A, B), conj Qd (B, H, T, J, D, 2)
+    as (Re, Im) or None when not driven, zeta (B, H, T, D, J, 2)) (module doc). Heads that share a fixed grid
+    share the Gram matrices and the maps (one (2J, D H) product per token)."""
     b, h, n, d = q.shape
     j = lam.shape[-1]
     shared = h > 1 and not lam.requires_grad and bool((lam == lam[:1]).all())
@@ -65,17 +75,17 @@ def query_factors(times: Tensor, q: Tensor, lam: Tensor, ridge: float, driven: b
     gram = (phi[:, :, :, None] * phi[:, :, None]).cumsum(-1).permute(0, 1, 4, 2, 3)  # (B, G, T, 2J, 2J)
     ginv = torch.linalg.inv(gram + ridge * torch.eye(2 * j, dtype=phi.dtype, device=phi.device))
     qg = q.reshape(b, g, h // g, n, d).permute(0, 1, 2, 4, 3).reshape(b, g, 1, h // g * d, n)  # (B, G, 1, H/G D, T)
-    moments = (phi[:, :, :, None] * qg).cumsum(-1).permute(0, 1, 4, 2, 3)  # (B, G, T, 2J, H/G D): S_j
+    moments = (phi[:, :, :, None] * qg).cumsum(-1).permute(0, 1, 4, 2, 3).contiguous()  # (B, G, T, 2J, H/G D): S_j
     coef = ginv @ moments  # (B, G, T, 2J, H/G D): (A_k, B_k) pairs, Eq. (48)
     # every other factor from these same coefficients: the closed form cancels F(0) (from (A, B)) against F(Delta)
-    # (from zeta) at magnitudes ~|zeta / p|, so both must carry the same rounding of the fit
-    a, b_ = coef.view(b, g, n, j, 2, -1).unbind(4)  # (B, G, T, J, H/G D) each
-    c4, s4 = cos[..., None], sin[..., None]  # (B, G, T, J, 1)
-    zeta = torch.stack([c4 * a + s4 * b_, s4 * a - c4 * b_], -1)  # (B, G, T, J, H/G D, 2)
-    zeta = zeta.view(b, g, n, j, h // g, d, 2).permute(0, 1, 4, 2, 5, 3, 6).reshape(b, h, n, d, j, 2)
-    if driven:  # conj Qd
-        main = torch.cat([coef, _drive_map(cos, sin, (times - times[:, :1])[:, None], lam_g) @ coef], -2)
-    else:
-        main = coef  # (B, G, T, O 2J, H/G D)
-    main = main.view(b, g, n, -1, j, 2, h // g, d).permute(0, 1, 6, 2, 3, 4, 7, 5)  # (B, G, H/G, T, O, J, D, 2)
-    return main.reshape(b, h, n, -1, j, d, 2), zeta
+    # (from zeta), and the drive terms of (A, B) against those of Qd, at magnitudes far above the result
+    maps = [_drive_map(cos, sin, (times - times[:, :1])[:, None], lam_g)] if driven else []
+    rest = torch.cat(maps + [_zeta_map(cos, sin)], -2) @ coef  # (B, G, T, (O - 1) 2J + 2J, H/G D)
+
+    def per_head(z: Tensor, order: tuple[int, ...]) -> Tensor:  # (B, G, T, 2J, H/G D) -> (B, H, T, ...)
+        z = z.view(b, g, n, j, 2, h // g, d).permute(0, 1, 5, 2, *order)  # (B, G, H/G, T, ...)
+        return z.reshape(b, h, n, *z.shape[4:])
+
+    zeta = per_head(rest[:, :, :, -2 * j :], (6, 3, 4))  # (B, H, T, D, J, 2)
+    qd = per_head(rest[:, :, :, : 2 * j], (3, 6, 4)) if driven else None  # (B, H, T, J, D, 2)
+    return per_head(coef, (3, 6, 4)), qd, zeta

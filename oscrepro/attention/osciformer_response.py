@@ -66,8 +66,8 @@ def oscillator_constants(omega: Tensor, zeta: Tensor, velocity: Tensor, drive: s
 def key_projection(c: dict, lam: Tensor) -> tuple[Tensor, Tensor]:
     """Per-head maps of the key factors (module doc).
 
-    -> (proj (H, d_in, O J d 2 + 2 d), qcoef (3, H, 1, d, 2J)). proj maps (E_i, s_i E_i) (d_in = 2d; E_i alone,
-    d_in = d, when undriven) to [kappa_i, conj(G u_i) (when driven) as (mode, channel, Re|Im), x0_i, v0_i];
+    -> (proj (H, d, O J d 2 + 2 d), qcoef (3, H, 1, d, 2J)). proj maps E_i to [kappa_i without its secular
+    term, conj(G u_i) (when driven; the secular term is -(s_i / 2) times it) as (mode, channel, Re|Im), x0_i, v0_i];
     qcoef maps zeta_j (Re, Im) to (pq_j, rq_j, q_j(t_j)): pq = Re sum_k zeta_k / p_k and
     rq = Re sum_k zeta_k (2 gamma - i lam_k) / p_k, the query sides of -F(Delta) = -(pq x'(Delta) + rq x(Delta))."""
     om, ga, lam3 = c["omega"][:, None], c["gamma"][:, None], lam[:, :, None]  # (H, 1, d), (H, J, 1)
@@ -86,9 +86,7 @@ def key_projection(c: dict, lam: Tensor) -> tuple[Tensor, Tensor]:
         s_mi = 0.5j * (m_mi.to(g.dtype) @ g.conj())  # S-
         m1 = m1 + s_pl[..., None] * w_u + s_mi[..., None] * w_u.conj()
         m3 = g.conj()[..., None] * w_u.conj()  # conj(G_m u) from E
-        top = torch.cat([_real_map(m1), _real_map(m3), *cols], -1)  # rows E
-        bottom = torch.cat([_real_map(-0.5 * m3), torch.zeros_like(top[:, :, m1.shape[1] * m1.shape[2] * 2 :])], -1)
-        proj = torch.cat([top, bottom], 1)  # (H, 2d, 2 J d 2 + 2d): rows E, then s E
+        proj = torch.cat([_real_map(m1), _real_map(m3), *cols], -1)  # (H, d, 2 J d 2 + 2d)
     # Re(a b) = <(a_r, a_i), (b_r, -b_i)>; q(t_j) = sum_k Re zeta_k
     coefs = [torch.view_as_real(c) * c.real.new_tensor([1.0, -1.0]) for c in (inv_p, beta)]
     coefs.append(torch.stack([torch.ones_like(inv_p.real), torch.zeros_like(inv_p.real)], -1))
