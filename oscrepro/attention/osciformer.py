@@ -267,7 +267,7 @@ class OsciFormerAttention(AttentionBase):
         driven = key["w_u"] is not None
         coef, qd, zeta = query_factors(tt, q, lam, self.ridge, driven)  # (B, H, T, J, d_h, 2) x 2, (B, H, T, d_h, J, 2)
         zeta = zeta.flatten(-2)  # (B, H, T, d_h, 2J)
-        pq, rq, q_now = ((zeta * cf).sum(-1) for cf in key["qcoef"])  # (B, H, T, d_h) each
+        pq, rq, q_now = torch.einsum("bhtcy,hcyo->bhtco", zeta, key["qcoef"]).unbind(-1)  # (B, H, T, d_h) each
         theta = tt[:, None, :, None] * lam[:, None]  # (B, H, T, J): lam_k t
         rot = torch.polar(torch.ones_like(theta), theta)[:, :, :, :, None]  # e^{i lam_k t}  (B, H, T, J, 1)
         # key factors: K_i = kappa_i e^{i lam t_i} and conj X_i = conj(G u_i) e^{i lam t_i}, (B, H, T, J d_h 2)
@@ -279,15 +279,15 @@ class OsciFormerAttention(AttentionBase):
             k_parts[0] = torch.addcmul(k_parts[0], (tt - tt[:, :1])[:, None, :, None], k_parts[1], value=-0.5)
         k_parts = [torch.view_as_real(torch.view_as_complex(z.view(coef.shape)) * rot).flatten(3) for z in k_parts]
         q_parts = [z.flatten(3) for z in ((coef, qd) if driven else (coef,))]  # (B, H, T, J d_h 2) each
-        v_out = v @ val["proj"]  # (B, H, T, 2 d_h | 4 d_h)
+        v_out = v @ val["proj"]  # (B, H, T, 2 d_h [+ d_h J 2])
         x0 = torch.cat([k_out[..., -2 * d : -d], v_out[..., :d]], -1)  # (B, H, T, 2 d_h): keys, values
         v0 = torch.cat([k_out[..., -d:], v_out[..., d : 2 * d]], -1)
         v_parts = []
-        if driven:  # value steady state: Re sum_m (G_m e^{i lam_m t_j}) sum_i w_ji (u_i e^{-i lam_m t_i})
-            u = torch.complex(v_out[..., 2 * d : 3 * d], v_out[..., 3 * d :])[..., None]  # (B, H, T, d_h, 1)
-            v_parts.append(torch.view_as_real(u * rot.mT.conj()).flatten(3))  # (B, H, T, d_h J 2)
-            gain = rot.mT * val["g"].mT[None, :, None]  # (B, H, T, d_h, J): G_m e^{i lam_m t_j}
-            gain = (torch.view_as_real(gain) * gain.real.new_tensor([1.0, -1.0])).flatten(-2)  # (Re, -Im)
+        if driven:  # value steady state: Re sum_m e^{i lam_m t_j} sum_i w_ji (G_m u_i e^{-i lam_m t_i})
+            gu = torch.view_as_complex(v_out[..., 2 * d :].view(b, h, n, d, -1, 2))  # (B, H, T, d_h, J)
+            v_parts.append(torch.view_as_real(gu * rot.mT.conj()).flatten(3))  # (B, H, T, d_h J 2)
+            phase = torch.view_as_real(rot[..., 0]) * rot.real.new_tensor([1.0, -1.0])  # Re(a b) = <a, (b_r, -b_i)>
+            phase = phase.flatten(-2)[..., None]  # (B, H, T, 2J, 1)
         sp_index, sp_alpha = self._special_pairs(tt, rho, q_now, k, coef, x0[..., :d], v0[..., :d], lam, key)
         scale, block = 1 / math.sqrt(d), min(self.chunk_size or ROW_BLOCK, ROW_BLOCK)
         ys, ws, ls = [], [], []
@@ -307,7 +307,7 @@ class OsciFormerAttention(AttentionBase):
                                      block, need_weights)  # (B, H, C, 2 d_h), (B, H, C, d_h J 2)
             y = p11[..., d:] * mix[0][..., :d] + p12[..., d:] * mix[0][..., d:]  # value transient at t_j
             if driven:
-                y = y + (mix[1].view(b, h, j1 - j0, d, -1) * gain[:, :, j0:j1]).sum(-1)
+                y = y + (mix[1].view(b, h, j1 - j0, d, -1) @ phase[:, :, j0:j1]).squeeze(-1)
             ys, ws, ls = ys + [y], ws + [w], ls + [lg]
         return torch.cat(ys, 2), torch.cat(ws, 2), torch.cat(ls, 2), coef if need_weights else coef.new_empty(0)
 

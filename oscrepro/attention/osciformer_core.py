@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 ROW_BLOCK = 64  # query rows per block: (B, H, ROW_BLOCK, keys) intermediates, and the causal skip's granularity
+KEEP_BYTES = 32 * 2**20  # a call whose weights take at most this keeps them for the backward instead of recomputing
 
 
 def pair_classes(delta: Tensor, allowed: Tensor, rho: float, small_lag: float) -> tuple[Tensor, Tensor]:
@@ -90,6 +91,8 @@ class CausalCore(torch.autograd.Function):
         mix = [v_p.new_empty(b * h, c, v_p.shape[-1]) for v_p in v]  # (B H, C, Dv_p)
         weights = sp_alpha.new_zeros(b, h, c, n) if need_weights else sp_alpha.new_empty(0)
         logits = sp_alpha.new_full((b, h, c, n), -math.inf) if need_weights else sp_alpha.new_empty(0)
+        n_pairs = sum(min(block, c - r0) * (row0 + min(c, r0 + block)) for r0 in range(0, c, block))
+        ctx.kept = [] if b * h * n_pairs * sp_alpha.element_size() <= KEEP_BYTES else None
         for blk in _blocks(times, row0, c, block, sp_index, rho, small_lag):
             r0, r1, k1 = blk.r0, blk.r1, blk.k1
             alpha = blk.alpha(q, k, sp_alpha, h)  # (B, H, Cb, Kb)
@@ -100,6 +103,8 @@ class CausalCore(torch.autograd.Function):
                 weights[:, :, r0:r1, :k1] = w.view(b, h, r1 - r0, k1)
             for v_p, mix_p in zip(v, mix, strict=True):
                 torch.bmm(w, v_p[:, :k1], out=mix_p[:, r0:r1])  # Eq. (79)
+            if ctx.kept is not None:
+                ctx.kept.append(w)
         ctx.save_for_backward(sp_alpha, times, sp_index, *flat, *mix)
         ctx.args = (row0, c, block, rho, small_lag, scale, h, n_qk, len(v))
         ctx.mark_non_differentiable(weights, logits)
@@ -116,7 +121,10 @@ class CausalCore(torch.autograd.Function):
         beta = 0.0  # the first block (the last rows) covers every key: it initialises dk, dv
         for blk in _blocks(times, row0, c, block, sp_index, rho, small_lag, reverse=True):
             r0, r1, k1 = blk.r0, blk.r1, blk.k1
-            w = blk.weights(blk.alpha(q, k, sp_alpha, h), scale)  # recomputed (B H, Cb, Kb)
+            if ctx.kept is None:
+                w = blk.weights(blk.alpha(q, k, sp_alpha, h), scale)  # recomputed (B H, Cb, Kb)
+            else:
+                w = ctx.kept.pop()
             dm = [d[:, r0:r1] for d in d_mix]  # (B H, Cb, Dv_p)
             d_alpha = torch.bmm(dm[0], v[0][:, :k1].mT)  # dw = dmix v^T (B H, Cb, Kb)
             for dm_p, v_p in zip(dm[1:], v[1:], strict=True):

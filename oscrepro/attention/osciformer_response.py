@@ -66,7 +66,7 @@ def oscillator_constants(omega: Tensor, zeta: Tensor, velocity: Tensor, drive: s
 def key_projection(c: dict, lam: Tensor) -> tuple[Tensor, Tensor]:
     """Per-head maps of the key factors (module doc).
 
-    -> (proj (H, d, O J d 2 + 2 d), qcoef (3, H, 1, d, 2J)). proj maps E_i to [kappa_i without its secular
+    -> (proj (H, d, O J d 2 + 2 d), qcoef (H, d, 2J, 3)). proj maps E_i to [kappa_i without its secular
     term, conj(G u_i) (when driven; the secular term is -(s_i / 2) times it) as (mode, channel, Re|Im), x0_i, v0_i];
     qcoef maps zeta_j (Re, Im) to (pq_j, rq_j, q_j(t_j)): pq = Re sum_k zeta_k / p_k and
     rq = Re sum_k zeta_k (2 gamma - i lam_k) / p_k, the query sides of -F(Delta) = -(pq x'(Delta) + rq x(Delta))."""
@@ -90,13 +90,15 @@ def key_projection(c: dict, lam: Tensor) -> tuple[Tensor, Tensor]:
     # Re(a b) = <(a_r, a_i), (b_r, -b_i)>; q(t_j) = sum_k Re zeta_k
     coefs = [torch.view_as_real(c) * c.real.new_tensor([1.0, -1.0]) for c in (inv_p, beta)]
     coefs.append(torch.stack([torch.ones_like(inv_p.real), torch.zeros_like(inv_p.real)], -1))
-    qcoef = torch.stack(coefs).permute(0, 1, 3, 2, 4).flatten(-2)[:, :, None]  # (3, H, 1, d, 2J)
+    qcoef = torch.stack(coefs, -1).transpose(1, 2).flatten(2, 3)  # (H, d, 2J, 3)
     return proj, qcoef
 
 
 def value_projection(c: dict) -> Tensor:
-    """(H, d, 2d | 4d) map of V_i to [x0_i, v0_i] and, when driven, [Re u_i, Im u_i]."""
+    """(H, d, 2d [+ d J 2]) map of V_i to [x0_i, v0_i] and, when driven, G_m u_i as (channel, mode, Re|Im): the
+    value steady state at t_j is Re sum_m e^{i lam_m t_j} sum_i w_ji G_m u_i e^{-i lam_m t_i}."""
     cols = [c["p_x"].mT, c["p_v"].mT]
     if c["w_u"] is not None:
-        cols += [c["w_u"].real.mT, c["w_u"].imag.mT]
+        gu = c["g"].mT[..., None] * c["w_u"][:, :, None]  # (H, d, J, d'): G_mc W_u[c, d']
+        cols.append(torch.view_as_real(gu).permute(0, 3, 1, 2, 4).flatten(2))  # (H, d', d J 2)
     return torch.cat(cols, -1)
