@@ -233,20 +233,28 @@ class OsciFormerAttention(AttentionBase):
     @staticmethod
     def _transient(c: dict, x0: Tensor, v0: Tensor, lag_k: Tensor, lag_q: Tensor
                    ) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor, Tensor, Tensor]]:
-        """Anchored transient of key and value channels (module doc), one ``oscillator_state`` call.
+        """Anchored transient of key and value channels (module doc), one ``oscillator_state`` call. ``lag_k is
+        lag_q`` marks the first segment (keys = rows), where only the rows are evaluated.
 
         x0, v0 (B, H, K, 2 d_h) at t_i; lag_k (B, K) = t_i - tau; lag_q (B, C) = t_j - tau >= 0 ->
         the two key factors (B, H, K, 2 d_h) (the state (Y, Y') at tau, or the eigenmode amplitudes there) and
         the propagator (P11, P12, P21, P22) (B, H, C, 2 d_h): [x; x'](t_j) = P [factor 1; factor 2]."""
         kk, cc = lag_k.shape[1], lag_q.shape[1]
-        lag = torch.cat([-lag_k, lag_q], 1)[:, None, :, None]  # (B, 1, K + C, 1)
+        first = lag_k is lag_q  # first segment: the keys are the rows, so P(-a) = P(a)^{-1} gives their state
+        lag = (lag_q if first else torch.cat([-lag_k, lag_q], 1))[:, None, :, None]  # (B, 1, [K +] C, 1)
         zero, one = (torch.full_like(x0[:, :, :1], z).expand(-1, -1, cc, -1) for z in (0.0, 1.0))
-        # back from t_i to tau; the response to the state (0, 1) is the propagator's second column (s, c - gamma s)
-        x, xd = oscillator_state(lag, torch.cat([x0, zero], 2), torch.cat([v0, one], 2), c["omega"],
-                                 c["zeta"])  # (B, H, K + C, 2 d_h)
-        p12, p22 = x[:, :, kk:], xd[:, :, kk:]
+        if not first:
+            zero, one = torch.cat([x0, zero], 2), torch.cat([v0, one], 2)
+        # the response to the state (0, 1) is the propagator's second column (s, c - gamma s); the keys' rows go
+        # back from t_i to tau
+        x, xd = oscillator_state(lag, zero, one, c["omega"], c["zeta"])  # (B, H, [K +] C, 2 d_h)
+        p12, p22 = x[:, :, -cc:], xd[:, :, -cc:]
         prop = (p22 + 2 * c["gamma"] * p12, p12, -c["omega"].square() * p12, p22)  # first column (c + gamma s, ...)
-        y, yd = x[:, :, :kk], xd[:, :, :kk]
+        if first:  # P(a)^{-1} = e^{2 gamma a} [[P22, -P12], [-P21, P11]] (det P = e^{-2 gamma a}, the Wronskian)
+            grow = torch.exp(2 * c["gamma"] * lag)  # <= e^{2 MAX_GROWTH}
+            y, yd = grow * (p22 * x0 - p12 * v0), grow * (prop[0] * v0 - prop[2] * x0)
+        else:
+            y, yd = x[:, :, :kk], xd[:, :, :kk]
         if c["eig"] is None:
             return y, yd, prop
         ga, sig, eig = c["gamma"], c["sigma"], c["eig"]
@@ -293,8 +301,9 @@ class OsciFormerAttention(AttentionBase):
         ys, ws, ls = [], [], []
         for j0, j1 in segments:
             tau = tt[:, j0 : j0 + 1]  # (B, 1) anchor
-            kf1, kf2, (p11, p12, p21, p22) = self._transient(trans, x0[:, :, :j1], v0[:, :, :j1], tt[:, :j1] - tau,
-                                                             tt[:, j0:j1] - tau)  # key channels, then value
+            lag_q = tt[:, j0:j1] - tau  # (B, C)
+            kf1, kf2, (p11, p12, p21, p22) = self._transient(trans, x0[:, :, :j1], v0[:, :, :j1],
+                                                             lag_q if j0 == 0 else tt[:, :j1] - tau, lag_q)
             f1 = rq[:, :, j0:j1] * p11[..., :d] + pq[:, :, j0:j1] * p21[..., :d]  # -F(Delta) = -(pq x' + rq x)
             f2 = rq[:, :, j0:j1] * p12[..., :d] + pq[:, :, j0:j1] * p22[..., :d]
             sel = (sp_index[1] >= j0) & (sp_index[1] < j1)
