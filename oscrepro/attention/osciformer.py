@@ -103,6 +103,11 @@ EIGEN_SPAN = 1.0  # overdamped channels with sigma * (longest segment) above thi
 BATCH_BYTES = 24 * 2**20  # batch rows per block: the largest per-token tensor stays below this
 
 
+def _tokens(z: Tensor, j0: int, j1: int) -> Tensor:
+    """Tokens j0..j1-1 of z (B, H, T, ...); z itself when that is all of them (slicing's backward fills zeros)."""
+    return z if (j0, j1) == (0, z.shape[2]) else z[:, :, j0:j1]
+
+
 class OsciFormerAttention(AttentionBase):
     """Continuous-time attention over damped driven oscillator keys/values, closed-form logits (Eqs. 2, 48, 74-79)."""
 
@@ -280,43 +285,45 @@ class OsciFormerAttention(AttentionBase):
         rot = torch.polar(torch.ones_like(theta), theta)[:, :, :, :, None]  # e^{i lam_k t}  (B, H, T, J, 1)
         # key factors: K_i = kappa_i e^{i lam t_i} and conj X_i = conj(G u_i) e^{i lam t_i}, (B, H, T, J d_h 2)
         # each, and the anchor state x0, v0
-        k_out = k @ key["proj"]  # (B, H, T, O J d_h 2 + 2 d_h)
-        m = coef.shape[-3] * d * 2
-        k_parts = [k_out[..., o * m : (o + 1) * m] for o in range(2 if driven else 1)]
+        n_o = 2 if driven else 1
+        k_out = (k @ key["proj"]).split([coef.shape[-3] * d * 2] * n_o + [d, d], -1)  # (B, H, T, J d_h 2 | d_h)
+        k_parts = list(k_out[:n_o])  # kappa_i without its secular term, conj(G u_i)
         if driven:  # kappa's secular term -(s_i / 2) conj(G u_i)
             k_parts[0] = torch.addcmul(k_parts[0], (tt - tt[:, :1])[:, None, :, None], k_parts[1], value=-0.5)
         k_parts = [torch.view_as_real(torch.view_as_complex(z.view(coef.shape)) * rot).flatten(3) for z in k_parts]
         q_parts = [z.flatten(3) for z in ((coef, qd) if driven else (coef,))]  # (B, H, T, J d_h 2) each
-        v_out = v @ val["proj"]  # (B, H, T, 2 d_h [+ d_h J 2])
-        x0 = torch.cat([k_out[..., -2 * d : -d], v_out[..., :d]], -1)  # (B, H, T, 2 d_h): keys, values
-        v0 = torch.cat([k_out[..., -d:], v_out[..., d : 2 * d]], -1)
+        v_out = (v @ val["proj"]).split([d, d, v_out_ss := val["proj"].shape[-1] - 2 * d], -1)  # x0, v0, G u
+        x0 = torch.cat([k_out[-2], v_out[0]], -1)  # (B, H, T, 2 d_h): key channels, then value channels
+        v0 = torch.cat([k_out[-1], v_out[1]], -1)
         v_parts = []
         if driven:  # value steady state: Re sum_m e^{i lam_m t_j} sum_i w_ji (G_m u_i e^{-i lam_m t_i})
-            gu = torch.view_as_complex(v_out[..., 2 * d :].view(b, h, n, d, -1, 2))  # (B, H, T, d_h, J)
+            gu = torch.view_as_complex(v_out[2].view(b, h, n, d, v_out_ss // (2 * d), 2))  # (B, H, T, d_h, J)
             v_parts.append(torch.view_as_real(gu * rot.mT.conj()).flatten(3))  # (B, H, T, d_h J 2)
             phase = torch.view_as_real(rot[..., 0]) * rot.real.new_tensor([1.0, -1.0])  # Re(a b) = <a, (b_r, -b_i)>
             phase = phase.flatten(-2)[..., None]  # (B, H, T, 2J, 1)
-        sp_index, sp_alpha = self._special_pairs(tt, rho, q_now, k, coef, x0[..., :d], v0[..., :d], lam, key)
+        sp_index, sp_alpha = self._special_pairs(tt, rho, q_now, k, coef, k_out[-2], k_out[-1], lam, key)
         scale, block = 1 / math.sqrt(d), min(self.chunk_size or ROW_BLOCK, ROW_BLOCK)
         ys, ws, ls = [], [], []
         for j0, j1 in segments:
             tau = tt[:, j0 : j0 + 1]  # (B, 1) anchor
             lag_q = tt[:, j0:j1] - tau  # (B, C)
-            kf1, kf2, (p11, p12, p21, p22) = self._transient(trans, x0[:, :, :j1], v0[:, :, :j1],
-                                                             lag_q if j0 == 0 else tt[:, :j1] - tau, lag_q)
-            f1 = rq[:, :, j0:j1] * p11[..., :d] + pq[:, :, j0:j1] * p21[..., :d]  # -F(Delta) = -(pq x' + rq x)
-            f2 = rq[:, :, j0:j1] * p12[..., :d] + pq[:, :, j0:j1] * p22[..., :d]
+            lag_k = lag_q if j0 == 0 else tt[:, :j1] - tau  # (B, K)
+            kf1, kf2, prop = self._transient(trans, _tokens(x0, 0, j1), _tokens(v0, 0, j1), lag_k, lag_q)
+            (kf1, vf1), (kf2, vf2) = kf1.split(d, -1), kf2.split(d, -1)  # key channels, value channels
+            (p11, g11), (p12, g12), (p21, _), (p22, _) = (p.split(d, -1) for p in prop)
+            f1 = _tokens(rq, j0, j1) * p11 + _tokens(pq, j0, j1) * p21  # -F(Delta) = -(pq x' + rq x) (module doc)
+            f2 = _tokens(rq, j0, j1) * p12 + _tokens(pq, j0, j1) * p22
             sel = (sp_index[1] >= j0) & (sp_index[1] < j1)
             idx = sp_index[:, sel] - torch.tensor([[0], [j0], [0]], device=sp_index.device)
-            whole = (j0, j1) == (0, n)  # no slicing (its backward would allocate zeros)
-            q_seg = [z if whole else z[:, :, j0:j1] for z in q_parts] + [-torch.cat([f1, f2], -1)]  # (B, H, C, .)
-            k_seg = [z if whole else z[:, :, :j1] for z in k_parts] + [torch.cat([kf1[..., :d], kf2[..., :d]], -1)]
-            v_seg = [torch.cat([kf1[..., d:], kf2[..., d:]], -1)] + [z if whole else z[:, :, :j1] for z in v_parts]
+            q_seg = [_tokens(z, j0, j1) for z in q_parts] + [-torch.cat([f1, f2], -1)]  # (B, H, C, .)
+            k_seg = [_tokens(z, 0, j1) for z in k_parts] + [torch.cat([kf1, kf2], -1)]  # (B, H, K, .)
+            v_seg = [torch.cat([vf1, vf2], -1)] + [_tokens(z, 0, j1) for z in v_parts]
             mix, w, lg = causal_core(q_seg, k_seg, v_seg, sp_alpha[sel], tt, j0, idx, scale, rho, self.small_lag,
                                      block, need_weights)  # (B, H, C, 2 d_h), (B, H, C, d_h J 2)
-            y = p11[..., d:] * mix[0][..., :d] + p12[..., d:] * mix[0][..., d:]  # value transient at t_j
+            mix_1, mix_2 = mix[0].split(d, -1)
+            y = g11 * mix_1 + g12 * mix_2  # value transient at t_j
             if driven:
-                y = y + (mix[1].view(b, h, j1 - j0, d, -1) @ phase[:, :, j0:j1]).squeeze(-1)
+                y = y + (mix[1].view(b, h, j1 - j0, d, -1) @ _tokens(phase, j0, j1)).squeeze(-1)
             ys, ws, ls = ys + [y], ws + [w], ls + [lg]
         return torch.cat(ys, 2), torch.cat(ws, 2), torch.cat(ls, 2), coef if need_weights else coef.new_empty(0)
 
@@ -335,9 +342,10 @@ class OsciFormerAttention(AttentionBase):
                 bi, jj, ii = mask.nonzero(as_tuple=True)
                 out.append(torch.stack([bi, jj + r0, ii]))
         tie, small = torch.cat(ties, 1), torch.cat(smalls, 1)  # (3, P_tie), (3, P_small)
-        alpha_tie = (q_now[tie[0], :, tie[1]] * e[tie[0], :, tie[2]]).sum(-1)  # (P_tie, H)
-        alpha_small = self._small_lag_logits(small, tt, lam, key, coef, x0, v0, e)  # (P_small, H)
-        return torch.cat([tie, small], 1), torch.cat([alpha_tie, alpha_small])
+        alpha = [(q_now[tie[0], :, tie[1]] * e[tie[0], :, tie[2]]).sum(-1)]  # (P_tie, H)
+        if small.shape[1]:
+            alpha.append(self._small_lag_logits(small, tt, lam, key, coef, x0, v0, e))  # (P_small, H)
+        return torch.cat([tie, small], 1), torch.cat(alpha)
 
     def _small_lag_logits(self, pairs: Tensor, tt: Tensor, lam: Tensor, key: dict, coef: Tensor, x0: Tensor,
                           v0: Tensor, e: Tensor) -> Tensor:
