@@ -119,12 +119,12 @@ class CausalCore(torch.autograd.Function):
         dq, dk, dv = ([torch.empty_like(z) for z in parts] for parts in (q, k, v))
         dsp = torch.zeros_like(sp_alpha)
         beta = 0.0  # the first block (the last rows) covers every key: it initialises dk, dv
-        for blk in _blocks(times, row0, c, block, sp_index, rho, small_lag, reverse=True):
+        for n_blk, blk in enumerate(_blocks(times, row0, c, block, sp_index, rho, small_lag, reverse=True)):
             r0, r1, k1 = blk.r0, blk.r1, blk.k1
             if ctx.kept is None:
                 w = blk.weights(blk.alpha(q, k, sp_alpha, h), scale)  # recomputed (B H, Cb, Kb)
             else:
-                w = ctx.kept.pop()
+                w = ctx.kept[-1 - n_blk]  # read only: a second backward (retain_graph) finds it unchanged
             dm = [d[:, r0:r1] for d in d_mix]  # (B H, Cb, Dv_p)
             d_alpha = torch.bmm(dm[0], v[0][:, :k1].mT)  # dw = dmix v^T (B H, Cb, Kb)
             for dm_p, v_p in zip(dm[1:], v[1:], strict=True):
