@@ -438,3 +438,26 @@ def test_blocks_do_not_change_output(monkeypatch: pytest.MonkeyPatch) -> None:
     y_blocked, _ = mech(x, times=times)
     assert (y - y_blocked).abs().max() < 1e-11
     assert _grad_rel_error(y_blocked, y, leaves) < 1e-9
+
+
+def test_long_spans_with_slow_and_overdamped_channels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Integer times up to 1200 with slow channels (rate ~0.3: one anchor segment spans ~1000 time units) and some
+    overdamped enough for eigenmodes: every anchored factor stays finite, gradients too, and the output and
+    gradients equal those of short segments (max_growth 20)."""
+    torch.manual_seed(9)
+    mech = OsciFormerAttention(4, 1, n_modes=2, omega_range=(0.05, 0.1), zeta_range=(0.05, 0.3)).double()
+    with torch.no_grad():
+        mech.zeta_raw_k[0, :2] = torch.log(torch.expm1(t64([1.5, 2.0])))  # sigma ~0.1, sigma * span >> 1
+        for name, p in mech.named_parameters():
+            if "drive" in name or "velocity" in name:
+                p.normal_(0, 0.3)
+    x = torch.randn(1, 1201, 4, dtype=F64, generator=torch.Generator().manual_seed(10)).requires_grad_()
+    leaves = [x, *(p for p in mech.parameters() if p.requires_grad)]
+    lam = mech.log_freqs.double().exp()
+    times = torch.arange(1201, dtype=F64)[None]
+    assert len(mech._segments(times, mech.constants("k", lam), mech.constants("v", lam))) <= 2
+    y, _ = mech(x)
+    monkeypatch.setattr(osc, "MAX_GROWTH", 20.0)
+    y_short, _ = mech(x)
+    assert torch.isfinite(y).all() and (y - y_short).abs().max() < 1e-9
+    assert _grad_rel_error(y, y_short, leaves) < 1e-8
