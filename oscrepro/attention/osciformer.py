@@ -87,13 +87,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from oscrepro.attention.base import AttentionBase, Aux, fp32_only, merge_heads, one_of, refuse, split_heads, whole
-from oscrepro.attention.osciformer_core import ROW_BLOCK, causal_core, pair_classes
+from oscrepro.attention.osciformer_core import ROW_BLOCK, causal_core
+from oscrepro.attention.osciformer_pairs import special_pairs
 from oscrepro.attention.osciformer_query import query_factors
 from oscrepro.attention.osciformer_response import key_projection, oscillator_constants, value_projection
 from oscrepro.attention.oscillator_kernels import (
     FREQ_GRIDS,
     frequency_grid,
-    gauss_legendre,
     oscillator_state,
 )
 
@@ -113,14 +113,31 @@ class OsciFormerAttention(AttentionBase):
 
     continuous_time: ClassVar[bool] = True
 
-    def __init__(self, d_model: int, n_heads: int, layer_idx: int = 0, n_modes: int = 8, freq_grid: str = "log",
-                 freq_range: tuple[float, float] = (1e-2, 1e1), learn_freqs: bool = False,
-                 harmonic_span: float = 10.0, omega_range: tuple[float, float] = (1e-2, 1e1),
-                 zeta_range: tuple[float, float] = (0.05, 0.4), drive: str = "matrix", ridge: float = 1e-2,
-                 bias: bool = True, chunk_size: int | None = None, kernel_dtype: str = "float64",
-                 small_lag: float = 0.5, n_gauss: int = 6) -> None:
-        refuse(OsciFormerAttention.config_problems(d_model, n_heads, n_modes=n_modes, freq_grid=freq_grid, drive=drive,
-                                                   kernel_dtype=kernel_dtype))
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        layer_idx: int = 0,
+        n_modes: int = 8,
+        freq_grid: str = "log",
+        freq_range: tuple[float, float] = (1e-2, 1e1),
+        learn_freqs: bool = False,
+        harmonic_span: float = 10.0,
+        omega_range: tuple[float, float] = (1e-2, 1e1),
+        zeta_range: tuple[float, float] = (0.05, 0.4),
+        drive: str = "matrix",
+        ridge: float = 1e-2,
+        bias: bool = True,
+        chunk_size: int | None = None,
+        kernel_dtype: str = "float64",
+        small_lag: float = 0.5,
+        n_gauss: int = 6,
+    ) -> None:
+        refuse(
+            OsciFormerAttention.config_problems(
+                d_model, n_heads, n_modes=n_modes, freq_grid=freq_grid, drive=drive, kernel_dtype=kernel_dtype
+            )
+        )
         super().__init__(d_model, n_heads, layer_idx)
         h, d, j = n_heads, self.d_head, n_modes
         self.n_modes, self.drive, self.ridge, self.chunk_size = n_modes, drive, ridge, chunk_size
@@ -145,11 +162,23 @@ class OsciFormerAttention(AttentionBase):
                 self.register_parameter(f"drive_sin_{role}", nn.Parameter(torch.zeros(shape)))
 
     @classmethod
-    def config_problems(cls, d_model: int, n_heads: int, *, n_modes: int = 8, freq_grid: str = "log",
-                        drive: str = "matrix", kernel_dtype: str = "float64", **hparams: Any) -> list[str]:
+    def config_problems(
+        cls,
+        d_model: int,
+        n_heads: int,
+        *,
+        n_modes: int = 8,
+        freq_grid: str = "log",
+        drive: str = "matrix",
+        kernel_dtype: str = "float64",
+        **hparams: Any,
+    ) -> list[str]:
         """The shared head split; J >= 1 query modes; a known collocation grid and drive; a floating kernel dtype."""
-        problems = (super().config_problems(d_model, n_heads, **hparams) + one_of("freq_grid", freq_grid, FREQ_GRIDS)
-                    + one_of("drive", drive, DRIVES))
+        problems = (
+            super().config_problems(d_model, n_heads, **hparams)
+            + one_of("freq_grid", freq_grid, FREQ_GRIDS)
+            + one_of("drive", drive, DRIVES)
+        )
         if not whole(n_modes, 1):
             problems.append(f"n_modes={n_modes!r} must be an integer >= 1 (J query modes)")
         dtype = getattr(torch, str(kernel_dtype), None)
@@ -168,16 +197,29 @@ class OsciFormerAttention(AttentionBase):
         omega, zeta = self.omega_zeta(role)  # (H, d_h)
         kd = self.kernel_dtype
         drive = [getattr(self, f"drive_{n}_{role}", None) for n in ("cos", "sin")]
-        c = oscillator_constants(omega, zeta, getattr(self, f"velocity_{role}").to(kd), self.drive,
-                                 *(None if p is None else p.to(kd) for p in drive), lam)
+        c = oscillator_constants(
+            omega,
+            zeta,
+            getattr(self, f"velocity_{role}").to(kd),
+            self.drive,
+            *(None if p is None else p.to(kd) for p in drive),
+            lam,
+        )
         if role == "k":
             c["proj"], c["qcoef"] = key_projection(c, lam)
         else:
             c["proj"] = value_projection(c)
         return c
 
-    def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
-                need_weights: bool = False) -> tuple[Tensor, Aux]:
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        causal: bool = False,
+        pos: Tensor | None = None,
+        times: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Aux]:
         b, n, _ = x.shape
         kd = self.kernel_dtype
         qkv = self.qkv(x)
@@ -192,13 +234,32 @@ class OsciFormerAttention(AttentionBase):
             om, ga = key["omega"].detach(), key["gamma"].detach()
             rho = float(lam.detach().max() + torch.maximum(lam.detach().max(), torch.maximum(om.max(), 2 * ga.max())))
             step = self._batch_step(b, n, lam.shape[-1])
-            parts = [self._batch_block(tt[i : i + step], q[i : i + step], k[i : i + step], v[i : i + step], lam, key,
-                                       val, trans, segments, rho, need_weights) for i in range(0, b, step)]
+            parts = [
+                self._batch_block(
+                    tt[i : i + step],
+                    q[i : i + step],
+                    k[i : i + step],
+                    v[i : i + step],
+                    lam,
+                    key,
+                    val,
+                    trans,
+                    segments,
+                    rho,
+                    need_weights,
+                )
+                for i in range(0, b, step)
+            ]
             y, weights, logits, coef = (torch.cat(z) for z in zip(*parts, strict=True))
         aux: Aux = {}
         if need_weights:
-            aux = {"weights": weights.to(x.dtype), "logits": logits.to(x.dtype), "query_cos": coef[..., 0],
-                   "query_sin": coef[..., 1], "freqs": lam}
+            aux = {
+                "weights": weights.to(x.dtype),
+                "logits": logits.to(x.dtype),
+                "query_cos": coef[..., 0],
+                "query_sin": coef[..., 1],
+                "freqs": lam,
+            }
         return self.out(merge_heads(y).to(qkv.dtype)), aux
 
     def _batch_step(self, b: int, n: int, j: int) -> int:
@@ -237,8 +298,9 @@ class OsciFormerAttention(AttentionBase):
         return out
 
     @staticmethod
-    def _transient(c: dict, x0: Tensor, v0: Tensor, lag_k: Tensor, lag_q: Tensor
-                   ) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor, Tensor, Tensor]]:
+    def _transient(
+        c: dict, x0: Tensor, v0: Tensor, lag_k: Tensor, lag_q: Tensor
+    ) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor, Tensor, Tensor]]:
         """Anchored transient of key and value channels (module doc), one ``oscillator_state`` call. ``lag_k is
         lag_q`` marks the first segment (keys = rows), where only the rows are evaluated.
 
@@ -252,8 +314,9 @@ class OsciFormerAttention(AttentionBase):
             p12, p22 = oscillator_state(lag_q[:, None, :, None], x_unit, v_unit, c["omega"], c["zeta"])
         else:  # and the keys' own states, carried back from t_i to tau, in the same call
             lag = torch.cat([-lag_k, lag_q], 1)[:, None, :, None]  # (B, 1, K + C, 1)
-            x, xd = oscillator_state(lag, torch.cat([x0, x_unit], 2), torch.cat([v0, v_unit], 2), c["omega"],
-                                     c["zeta"])  # (B, H, K + C, 2 d_h)
+            x, xd = oscillator_state(
+                lag, torch.cat([x0, x_unit], 2), torch.cat([v0, v_unit], 2), c["omega"], c["zeta"]
+            )  # (B, H, K + C, 2 d_h)
             (y, p12), (yd, p22) = x.split([kk, cc], 2), xd.split([kk, cc], 2)
         prop = (p22 + 2 * c["gamma"] * p12, p12, -c["omega"].square() * p12, p22)  # first column (c + gamma s, ...)
         if first:  # P(a)^{-1} = e^{2 gamma a} [[P22, -P12], [-P21, P11]] (det P = e^{-2 gamma a}, the Wronskian)
@@ -270,9 +333,20 @@ class OsciFormerAttention(AttentionBase):
         modes = (e_p, e_m, (sig - ga) * e_p, -(sig + ga) * e_m)
         return y, yd, tuple(torch.where(eig, e, p) for e, p in zip(modes, prop, strict=True))
 
-    def _batch_block(self, tt: Tensor, q: Tensor, k: Tensor, v: Tensor, lam: Tensor, key: dict, val: dict,
-                     trans: dict, segments: list[tuple[int, int]], rho: float, need_weights: bool
-                     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _batch_block(
+        self,
+        tt: Tensor,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        lam: Tensor,
+        key: dict,
+        val: dict,
+        trans: dict,
+        segments: list[tuple[int, int]],
+        rho: float,
+        need_weights: bool,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """One block of batch rows: (y (B, H, T, d_h), and when ``need_weights`` the weights and logits (B, H, T, T)
         and the query coefficients (B, H, T, J, d_h, 2) = (A, B); empty otherwise)."""
         b, h, n, d = q.shape
@@ -300,7 +374,9 @@ class OsciFormerAttention(AttentionBase):
             v_parts.append(torch.view_as_real(gu * rot.mT.conj()).flatten(3))  # (B, H, T, d_h J 2)
             phase = torch.view_as_real(rot[..., 0]) * rot.real.new_tensor([1.0, -1.0])  # Re(a b) = <a, (b_r, -b_i)>
             phase = phase.flatten(-2)[..., None]  # (B, H, T, 2J, 1)
-        sp_index, sp_alpha = self._special_pairs(tt, rho, q_now, k, coef, k_out[-2], k_out[-1], lam, key)
+        sp_index, sp_alpha = special_pairs(
+            tt, rho, self.small_lag, self.n_gauss, q_now, k, coef, k_out[-2], k_out[-1], lam, key
+        )  # ties and tiny lags: (3, P), (P, H)
         scale, block = 1 / math.sqrt(d), min(self.chunk_size or ROW_BLOCK, ROW_BLOCK)
         ys, ws, ls = [], [], []
         for j0, j1 in segments:
@@ -317,51 +393,12 @@ class OsciFormerAttention(AttentionBase):
             q_seg = [_tokens(z, j0, j1) for z in q_parts] + [-torch.cat([f1, f2], -1)]  # (B, H, C, .)
             k_seg = [_tokens(z, 0, j1) for z in k_parts] + [torch.cat([kf1, kf2], -1)]  # (B, H, K, .)
             v_seg = [torch.cat([vf1, vf2], -1)] + [_tokens(z, 0, j1) for z in v_parts]
-            mix, w, lg = causal_core(q_seg, k_seg, v_seg, sp_alpha[sel], tt, j0, idx, scale, rho, self.small_lag,
-                                     block, need_weights)  # (B, H, C, 2 d_h), (B, H, C, d_h J 2)
+            mix, w, lg = causal_core(
+                q_seg, k_seg, v_seg, sp_alpha[sel], tt, j0, idx, scale, rho, self.small_lag, block, need_weights
+            )  # (B, H, C, 2 d_h), (B, H, C, d_h J 2)
             mix_1, mix_2 = mix[0].split(d, -1)
             y = g11 * mix_1 + g12 * mix_2  # value transient at t_j
             if driven:
                 y = y + (mix[1].view(b, h, j1 - j0, d, -1) @ _tokens(phase, j0, j1)).squeeze(-1)
             ys, ws, ls = ys + [y], ws + [w], ls + [lg]
         return torch.cat(ys, 2), torch.cat(ws, 2), torch.cat(ls, 2), coef if need_weights else coef.new_empty(0)
-
-    def _special_pairs(self, tt: Tensor, rho: float, q_now: Tensor, e: Tensor, coef: Tensor, x0: Tensor, v0: Tensor,
-                       lam: Tensor, key: dict) -> tuple[Tensor, Tensor]:
-        """The pairs that leave the closed form (``pair_classes``) as (3, P) indices (batch, query, key) and their
-        logits (P, H): ties alpha = <q_j(t_j), K_i> (Eq. 78, second line), then tiny lags by Gauss-Legendre."""
-        b, n = tt.shape
-        ties, smalls = [], []
-        rows = max(1, 2**20 // (b * n))
-        for r0 in range(0, n, rows):
-            r1 = min(n, r0 + rows)
-            delta = tt[:, r0:r1, None] - tt[:, None, :r1]  # (B, C, K)
-            allowed = torch.arange(r1, device=tt.device) <= torch.arange(r0, r1, device=tt.device)[:, None]
-            for out, mask in zip((ties, smalls), pair_classes(delta, allowed, rho, self.small_lag), strict=True):
-                bi, jj, ii = mask.nonzero(as_tuple=True)
-                out.append(torch.stack([bi, jj + r0, ii]))
-        tie, small = torch.cat(ties, 1), torch.cat(smalls, 1)  # (3, P_tie), (3, P_small)
-        alpha = [(q_now[tie[0], :, tie[1]] * e[tie[0], :, tie[2]]).sum(-1)]  # (P_tie, H)
-        if small.shape[1]:
-            alpha.append(self._small_lag_logits(small, tt, lam, key, coef, x0, v0, e))  # (P_small, H)
-        return torch.cat([tie, small], 1), torch.cat(alpha)
-
-    def _small_lag_logits(self, pairs: Tensor, tt: Tensor, lam: Tensor, key: dict, coef: Tensor, x0: Tensor,
-                          v0: Tensor, e: Tensor) -> Tensor:
-        """alpha (P, H) of the pairs (3, P) by ``n_gauss``-point Gauss-Legendre over the closed-form trajectories:
-        query from its coefficients coef (B, H, T, J, d_h, 2), key from x0, v0 (B, H, T, d_h) and the drive."""
-        bi, jj, ii = pairs
-        nodes, wts = gauss_legendre(self.n_gauss, tt.dtype, tt.device)  # (G,)
-        s = (tt[bi, jj] - tt[bi, ii])[:, None] * nodes  # (P, G) lags of the nodes
-        theta = (tt[bi, ii][:, None] + s)[:, None, :, None] * lam[None, :, None]  # (P, H, G, J): lam_k tau
-        ab = coef[bi, :, jj]  # (P, H, J, d_h, 2)
-        qv = (torch.einsum("phgk,phkc->phgc", theta.cos(), ab[..., 0])
-              + torch.einsum("phgk,phkc->phgc", theta.sin(), ab[..., 1]))  # (P, H, G, d_h): q_j(tau)
-        kv, _ = oscillator_state(s[:, None, :, None], x0[bi, :, ii][:, :, None], v0[bi, :, ii][:, :, None],
-                                 key["omega"][:, None], key["zeta"][:, None])  # (P, H, G, d_h)
-        if key["w_u"] is not None:  # + Re sum_m u_i G_m e^{i lam_m s}
-            u = torch.einsum("hcd,phd->phc", key["w_u"], e[bi, :, ii].to(key["w_u"].dtype))  # (P, H, d_h)
-            phase = s[:, None, :, None] * lam[None, :, None]  # (P, H, G, J)
-            ss = torch.einsum("phgm,hmc->phgc", torch.polar(torch.ones_like(phase), phase), key["g"])
-            kv = kv + (ss * u[:, :, None]).real
-        return ((qv * kv).sum(-1) * wts).sum(-1)  # (P, H)

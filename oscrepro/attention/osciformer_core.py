@@ -9,11 +9,13 @@ an inner product of per-token factors, ``num_ji = <q_j, k_i>`` (``osciformer.py`
     alpha_ji = given                               (special pairs: ties and tiny lags, evaluated by the caller)
     w_ji = softmax_{i <= j}(alpha_ji * scale),  mix_j = sum_i w_ji v_i     (Eq. 79)
 
-Why a Function: autograd would keep every (B, H, rows, keys) intermediate (numerator, logits, weights) for the
-backward. Here query rows are processed in blocks that read only the keys i < end of the block (the causal
-half), nothing of size (rows, keys) is saved, and the backward recomputes each block's weights from the saved
-per-token factors (FlashAttention-style): with dw = dmix v^T, the softmax gradient is
-w * (dw - rowsum(dw * w)) and rowsum(dw * w) = rowsum(dmix * mix), so the saved output replaces the weights.
+Why a Function: autograd would keep every (B, H, rows, keys) intermediate (numerator, Delta, logits, weights)
+for the backward. Here query rows are processed in blocks that read only the keys i < end of the block (the
+causal half), and the backward is written by hand (FlashAttention-style): with dw = dmix v^T, the softmax
+gradient is w * (dw - rowsum(dw * w)) and rowsum(dw * w) = rowsum(dmix * mix), so the saved output stands in
+for the weights' row sums. The weights themselves are kept only when a call's causal half is small
+(``KEEP_BYTES``: it saves the backward one numerator product per block); otherwise each block's weights are
+recomputed from the saved per-token factors, so memory stays O(T) per call.
 """
 
 from __future__ import annotations
@@ -69,8 +71,9 @@ class _Block:
         return w.flatten(0, 1)
 
 
-def _blocks(times: Tensor, row0: int, c: int, block: int, sp_index: Tensor, rho: float, small_lag: float,
-            reverse: bool = False) -> Iterator[_Block]:
+def _blocks(
+    times: Tensor, row0: int, c: int, block: int, sp_index: Tensor, rho: float, small_lag: float, reverse: bool = False
+) -> Iterator[_Block]:
     """The row blocks of a segment of C rows, one at a time (built again in the backward: nothing pairwise is
     kept); ``reverse`` starts with the last block, the one that reads every key."""
     starts = range(0, c, block)
@@ -82,8 +85,20 @@ class CausalCore(torch.autograd.Function):
     """``causal_core`` as a Function: the factors come last (n_qk query parts, n_qk key parts, value parts)."""
 
     @staticmethod
-    def forward(ctx, sp_alpha: Tensor, times: Tensor, sp_index: Tensor, row0: int, scale: float, rho: float,
-                small_lag: float, block: int, need_weights: bool, n_qk: int, *factors: Tensor) -> tuple[Tensor, ...]:
+    def forward(
+        ctx,
+        sp_alpha: Tensor,
+        times: Tensor,
+        sp_index: Tensor,
+        row0: int,
+        scale: float,
+        rho: float,
+        small_lag: float,
+        block: int,
+        need_weights: bool,
+        n_qk: int,
+        *factors: Tensor,
+    ) -> tuple[Tensor, ...]:
         b, h, c, _ = factors[0].shape
         n = times.shape[1]
         flat = [z.reshape(b * h, z.shape[2], z.shape[3]) for z in factors]  # (B H, rows | keys, D_p)
@@ -145,9 +160,20 @@ class CausalCore(torch.autograd.Function):
         return (dsp, None, None, None, None, None, None, None, None, None, *d_factors)
 
 
-def causal_core(q: list[Tensor], k: list[Tensor], v: list[Tensor], sp_alpha: Tensor, times: Tensor, row0: int,
-                sp_index: Tensor, scale: float, rho: float, small_lag: float, block: int, need_weights: bool
-                ) -> tuple[list[Tensor], Tensor, Tensor]:
+def causal_core(
+    q: list[Tensor],
+    k: list[Tensor],
+    v: list[Tensor],
+    sp_alpha: Tensor,
+    times: Tensor,
+    row0: int,
+    sp_index: Tensor,
+    scale: float,
+    rho: float,
+    small_lag: float,
+    block: int,
+    need_weights: bool,
+) -> tuple[list[Tensor], Tensor, Tensor]:
     """mix = softmax_{i <= j}(alpha_ji * scale) v_i for query rows row0..row0+C-1 (module doc), on factors given in
     parts (concatenating them would copy): num_ji = sum_p <q_p,j, k_p,i>, v = [v_1, v_2, ...].
 
@@ -156,6 +182,7 @@ def causal_core(q: list[Tensor], k: list[Tensor], v: list[Tensor], sp_alpha: Ten
     sp_index (3, P) = (batch, row - row0, key) (``pair_classes``); times (B, T); ``block`` rows per block.
     Returns the mix parts (B, H, C, .) and, with ``need_weights``, the weights and alpha (-inf where masked),
     (B, H, C, T), not differentiable (empty otherwise)."""
-    out = CausalCore.apply(sp_alpha, times, sp_index, row0, scale, rho, small_lag, block, need_weights, len(q), *q, *k,
-                           *v)
+    out = CausalCore.apply(
+        sp_alpha, times, sp_index, row0, scale, rho, small_lag, block, need_weights, len(q), *q, *k, *v
+    )
     return list(out[:-2]), out[-2], out[-1]

@@ -47,7 +47,6 @@ def _drive_map(cos: Tensor, sin: Tensor, s: Tensor, lam: Tensor) -> Tensor:
     return torch.stack(rows, -3).flatten(-4, -3).flatten(-2)  # (B, G, T, J, 2, J, 2) -> (B, G, T, 2J, 2J)
 
 
-
 def _zeta_map(cos: Tensor, sin: Tensor) -> Tensor:
     """(B, G, T, 2J, 2J) block-diagonal map (A, B) -> (Re, Im) zeta_j = (A - iB) e^{i lam t_j}, per mode
     [[cos, sin], [sin, -cos]]."""
@@ -56,8 +55,9 @@ def _zeta_map(cos: Tensor, sin: Tensor) -> Tensor:
     return full.permute(0, 1, 2, 5, 3, 6, 4).flatten(-4, -3).flatten(-2)
 
 
-def query_factors(times: Tensor, q: Tensor, lam: Tensor, ridge: float, driven: bool
-                  ) -> tuple[Tensor, Tensor | None, Tensor]:
+def query_factors(
+    times: Tensor, q: Tensor, lam: Tensor, ridge: float, driven: bool
+) -> tuple[Tensor, Tensor | None, Tensor]:
     """Ridge fit (Eq. 48, row j on tokens 1..j) and the query factors, per token and head.
 
     times (B, T), q (B, H, T, D), lam (H, J) -> (coef (B, H, T, J, D, 2) = (A, B), conj Qd (B, H, T, J, D, 2)

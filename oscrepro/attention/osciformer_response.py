@@ -37,17 +37,31 @@ def _real_map(m: Tensor) -> Tensor:
     return torch.view_as_real(m).permute(0, 3, 1, 2, 4).reshape(h, d_in, j * d * 2)
 
 
-def oscillator_constants(omega: Tensor, zeta: Tensor, velocity: Tensor, drive: str, drive_cos: Tensor | None,
-                         drive_sin: Tensor | None, lam: Tensor) -> dict[str, Tensor | None]:
+def oscillator_constants(
+    omega: Tensor,
+    zeta: Tensor,
+    velocity: Tensor,
+    drive: str,
+    drive_cos: Tensor | None,
+    drive_sin: Tensor | None,
+    lam: Tensor,
+) -> dict[str, Tensor | None]:
     """omega, zeta (H, d), U (H, d, d), the drive parameters, grid lam (H, J) -> constants of one role:
     omega, zeta, gamma, mu2 = omega^2 - gamma^2 (H, d); w_u (H, d, d) and g (H, J, d) complex (None when
     undriven); p_x, p_v (H, d, d) (module doc)."""
     h, d = omega.shape
     gamma = omega * zeta
     eye = torch.eye(d, dtype=omega.dtype, device=omega.device)
-    out: dict[str, Tensor | None] = {"omega": omega, "zeta": zeta, "gamma": gamma, "w_u": None, "g": None,
-                                     "mu2": omega.square() * (1 - zeta) * (1 + zeta), "p_x": eye.expand(h, d, d),
-                                     "p_v": velocity}
+    out: dict[str, Tensor | None] = {
+        "omega": omega,
+        "zeta": zeta,
+        "gamma": gamma,
+        "w_u": None,
+        "g": None,
+        "mu2": omega.square() * (1 - zeta) * (1 + zeta),
+        "p_x": eye.expand(h, d, d),
+        "p_v": velocity,
+    }
     if drive == "none":
         return out
     lam3, om3, ze3 = lam[:, :, None], omega[:, None], zeta[:, None]  # (H, J, 1), (H, 1, d)

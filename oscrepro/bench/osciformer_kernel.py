@@ -57,8 +57,9 @@ def xor_times(batch: int, seq_len: int, seed: int = 0) -> Tensor:
     return (torch.randint(0, 3, (batch, seq_len), generator=gen).float() / 32).cumsum(1)
 
 
-def build_layers(batch: int, seq_len: int, n_modes: int, d_model: int, n_heads: int
-                 ) -> tuple[dict[str, nn.Module], Tensor]:
+def build_layers(
+    batch: int, seq_len: int, n_modes: int, d_model: int, n_heads: int
+) -> tuple[dict[str, nn.Module], Tensor]:
     """Softmax and the OsciFormer before/after the rebuild (same parameters, drive and velocity maps switched on:
     they start at zero, so every term is timed), wrapped with XOR-like times; and the input x (B, T, D)."""
     torch.manual_seed(0)
@@ -75,8 +76,9 @@ def build_layers(batch: int, seq_len: int, n_modes: int, d_model: int, n_heads: 
     return {k: _Timed(m, times) for k, m in mechs.items()}, x
 
 
-def bench_cell(seq_len: int, n_modes: int, batch: int, d_model: int, n_heads: int, warmup: int, trials: int
-               ) -> dict[str, float]:
+def bench_cell(
+    seq_len: int, n_modes: int, batch: int, d_model: int, n_heads: int, warmup: int, trials: int
+) -> dict[str, float]:
     """Median CPU ms of the three layers and ratios osciformer / softmax for one (T, J) cell."""
     layers, x = build_layers(batch, seq_len, n_modes, d_model, n_heads)
     row: dict[str, float] = {"T": seq_len, "J": n_modes}
@@ -112,36 +114,56 @@ def memory_rows(d_model: int, n_heads: int) -> list[dict[str, float]]:
     for name in LAYERS:
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
             rss = pool.submit(_rss_growth_mb, name, batch, seq_len, n_modes, d_model, n_heads).result()
-        rows.append({"layer": name, "B": batch, "T": seq_len, "J": n_modes,
-                     "allocator peak MB": peak_memory_mb(_fwd_bwd, layers[name], x), "RSS growth MB": rss})
+        rows.append(
+            {
+                "layer": name,
+                "B": batch,
+                "T": seq_len,
+                "J": n_modes,
+                "allocator peak MB": peak_memory_mb(_fwd_bwd, layers[name], x),
+                "RSS growth MB": rss,
+            }
+        )
     return rows
 
 
 def _table(rows: list[dict]) -> list[str]:
     cols = list(rows[0])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    return lines + ["| " + " | ".join(f"{v:.1f}" if isinstance(v, float) else str(v) for v in r.values()) + " |"
-                    for r in rows]
+    return lines + [
+        "| " + " | ".join(f"{v:.1f}" if isinstance(v, float) else str(v) for v in r.values()) + " |" for r in rows
+    ]
 
 
 def render(rows: list[dict[str, float]], memory: list[dict[str, float]], args: argparse.Namespace) -> str:
-    head = ["# OsciFormer kernel vs softmax (one layer), before and after the rebuild (issue 37)", "",
-            f"- **Protocol:** `python -m oscrepro.bench.osciformer_kernel`: B={args.batch}, d_model={args.d_model}, "
-            f"H={args.n_heads}, XOR-like times (gaps k/32), causal; softmax, OsciFormer before (pre-rebuild kernel, "
-            "`bench/osciformer_legacy.py`) and after (same parameters) in one process, alternating trial by trial "
-            f"({args.warmup} warm-up + {args.trials} trials per cell), medians; one thread (torch.set_num_threads(1)). "
-            "ms = median process CPU time; × = osciformer / softmax of median CPU time (wall: of median wall time).",
-            device_line(), ""]
-    mem = ["", f"Peak memory of one forward+backward (B={MEMORY_CELL[0]}, T={MEMORY_CELL[1]}, J={MEMORY_CELL[2]}): "
-           "allocator peak = torch CPU allocator's live bytes (torch.profiler events, plus parameters and input); "
-           "RSS growth = peak resident set during the pass minus the resident set before it, each layer in a fresh "
-           "process.", ""]
+    head = [
+        "# OsciFormer kernel vs softmax (one layer), before and after the rebuild (issue 37)",
+        "",
+        f"- **Protocol:** `python -m oscrepro.bench.osciformer_kernel`: B={args.batch}, d_model={args.d_model}, "
+        f"H={args.n_heads}, XOR-like times (gaps k/32), causal; softmax, OsciFormer before (pre-rebuild kernel, "
+        "`bench/osciformer_legacy.py`) and after (same parameters) in one process, alternating trial by trial "
+        f"({args.warmup} warm-up + {args.trials} trials per cell), medians; one thread (torch.set_num_threads(1)). "
+        "ms = median process CPU time; × = osciformer / softmax of median CPU time (wall: of median wall time).",
+        device_line(),
+        "",
+    ]
+    mem = [
+        "",
+        f"Peak memory of one forward+backward (B={MEMORY_CELL[0]}, T={MEMORY_CELL[1]}, J={MEMORY_CELL[2]}): "
+        "allocator peak = torch CPU allocator's live bytes (torch.profiler events, plus parameters and input); "
+        "RSS growth = peak resident set during the pass minus the resident set before it, each layer in a fresh "
+        "process.",
+        "",
+    ]
     return "\n".join(head + _table(rows) + mem + _table(memory)) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m oscrepro.bench.osciformer_kernel", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m oscrepro.bench.osciformer_kernel",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--d-model", type=int, default=64)
     parser.add_argument("--n-heads", type=int, default=4)

@@ -40,7 +40,6 @@ def _cexp(r: Tensor, s: Tensor) -> Tensor:
     return torch.polar(torch.exp(r.real * s), r.imag * s)
 
 
-
 class LegacyOsciFormerAttention(OsciFormerAttention):
     """The pre-issue-37 OsciFormer forward (bench baseline only); build it and ``load_state_dict`` a new layer's."""
 
@@ -51,8 +50,15 @@ class LegacyOsciFormerAttention(OsciFormerAttention):
         omega, zeta = self.omega_zeta(role)  # (H, d_h)
         u_mat = getattr(self, f"velocity_{role}").to(e.dtype)
         v_init = torch.einsum("hcd,bhtd->bhtc", u_mat, e)  # x'(t_i) = U E_i (Sec. 6)
-        out = {"omega": omega[None, :, None], "zeta": zeta[None, :, None], "x0": e, "v0": v_init, "e": e,
-               "u": None, "g": None}
+        out = {
+            "omega": omega[None, :, None],
+            "zeta": zeta[None, :, None],
+            "x0": e,
+            "v0": v_init,
+            "e": e,
+            "u": None,
+            "g": None,
+        }
         if self.drive == "none":
             return self._modes(out)
         a, b = (getattr(self, f"drive_{n}_{role}").to(e.dtype) for n in ("cos", "sin"))
@@ -76,8 +82,15 @@ class LegacyOsciFormerAttention(OsciFormerAttention):
         osc["r"] = osc["r"].expand(1, -1, 1, -1)
         return osc
 
-    def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
-                need_weights: bool = False) -> tuple[Tensor, Aux]:
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        causal: bool = False,
+        pos: Tensor | None = None,
+        times: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Aux]:
         b, n, _ = x.shape
         kd = self.kernel_dtype
         qkv = self.qkv(x)
@@ -92,9 +105,13 @@ class LegacyOsciFormerAttention(OsciFormerAttention):
             y, weights, logits = parts[0] if len(parts) == 1 else (torch.cat(z, 2) for z in zip(*parts, strict=True))
         aux: Aux = {}
         if need_weights:
-            aux = {"weights": weights.to(x.dtype), "logits": logits.to(x.dtype),
-                   "query_cos": coef[..., 0].transpose(-1, -2), "query_sin": coef[..., 1].transpose(-1, -2),
-                   "freqs": lam}
+            aux = {
+                "weights": weights.to(x.dtype),
+                "logits": logits.to(x.dtype),
+                "query_cos": coef[..., 0].transpose(-1, -2),
+                "query_sin": coef[..., 1].transpose(-1, -2),
+                "freqs": lam,
+            }
         return self.out(merge_heads(y).to(qkv.dtype)), aux
 
     def _chunks(self, tt: Tensor, key: dict, val: dict) -> list[tuple[int, int]]:
@@ -108,7 +125,7 @@ class LegacyOsciFormerAttention(OsciFormerAttention):
             return [(j0, min(j0 + step, n)) for j0 in range(0, n, step)]
         out, j0, t_cpu = [], 0, tt.detach().cpu()
         while j0 < n:
-            ok_ = ((t_cpu[:, j0:] - t_cpu[:, j0:j0 + 1]).amax(0) * rate <= MAX_GROWTH)[:step]
+            ok_ = ((t_cpu[:, j0:] - t_cpu[:, j0 : j0 + 1]).amax(0) * rate <= MAX_GROWTH)[:step]
             j1 = j0 + max(1, int(ok_.int().cumprod(0).sum()))
             out.append((j0, j1))
             j0 = j1
@@ -146,8 +163,10 @@ class LegacyOsciFormerAttention(OsciFormerAttention):
             u, s = key["u"], (tt - tt[:, :1])[:, None, :, None]  # s: secular split Delta = s_j - s_i
             feat += [u.real, u.imag, s * u.real, s * u.imag]
             zero = torch.zeros_like(g)
-            cols = [[inv_p, beta, s1 + s2, 1j * (s1 - s2), -0.5 * g.conj(), 0.5j * g.conj()],  # K_i
-                    [zero, zero, g, 1j * g, zero, zero]]  # X_i = u_i G e^{-i lam t_i}
+            cols = [
+                [inv_p, beta, s1 + s2, 1j * (s1 - s2), -0.5 * g.conj(), 0.5j * g.conj()],  # K_i
+                [zero, zero, g, 1j * g, zero, zero],
+            ]  # X_i = u_i G e^{-i lam t_i}
             # conj Qd_j = (i/2) e^{-i lam t_j} (M+ xi - M- conj xi) + (s_j / 2) conj(conj Z_j): Re = (M+ - M-) Re xi,
             # Im = (M+ + M-) Im xi over the mode axis (M+ = 1/(lam_k+lam_m), M- = 1/(lam_k-lam_m)): one real
             # (2J, 2J) matrix on the interleaved (mode, re/im) axis
@@ -170,8 +189,9 @@ class LegacyOsciFormerAttention(OsciFormerAttention):
             out["vgain"] = torch.view_as_real(gain).flatten(-2)  # (B, H, T, d_h, 2J): Re(a b) = <(Re, -Im) a, b>
         return out
 
-    def _rows(self, j0: int, j1: int, tt: Tensor, lam: Tensor, key: dict, val: dict, feats: dict
-              ) -> tuple[Tensor, Tensor, Tensor]:
+    def _rows(
+        self, j0: int, j1: int, tt: Tensor, lam: Tensor, key: dict, val: dict, feats: dict
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Outputs (B, H, C, d_h), weights and logits (B, H, C, T) for query rows j0..j1-1 (C = j1 - j0)."""
         n = tt.shape[1]
         delta = tt[:, j0:j1, None] - tt[:, None, :]  # (B, C, T): t_j - t_i
@@ -232,8 +252,9 @@ class LegacyOsciFormerAttention(OsciFormerAttention):
         """<pq_j, x_i'(Delta)> + <rq_j, x_i(Delta)> (B, H, C, T) summed over the near-critical key channels only,
         with per-pair states from ``oscillator_state`` (its series branch is exact at zeta = 1)."""
         idx, heads, om, ze = self._crit_channels(key)
-        xh, vh = oscillator_state(lag[..., None], self._flat(key["x0"], idx)[:, None],
-                                  self._flat(key["v0"], idx)[:, None], om, ze)  # (B, C, T, N)
+        xh, vh = oscillator_state(
+            lag[..., None], self._flat(key["x0"], idx)[:, None], self._flat(key["v0"], idx)[:, None], om, ze
+        )  # (B, C, T, N)
         part = self._flat(pq, idx)[:, :, None] * vh + self._flat(rq, idx)[:, :, None] * xh  # (B, C, T, N)
         b, c, t, _ = part.shape
         out = part.new_zeros(b, c, t, self.n_heads).index_add(3, heads, part)  # (B, C, T, H)
@@ -242,8 +263,9 @@ class LegacyOsciFormerAttention(OsciFormerAttention):
     def _critical_values(self, lag: Tensor, val: dict, weights: Tensor) -> Tensor:
         """sum_i w_ji x_i(Delta_ji) (B, H, C, d_h) on the near-critical value channels (zero elsewhere)."""
         idx, heads, om, ze = self._crit_channels(val)
-        xv, _ = oscillator_state(lag[..., None], self._flat(val["x0"], idx)[:, None],
-                                 self._flat(val["v0"], idx)[:, None], om, ze)  # (B, C, T, N)
+        xv, _ = oscillator_state(
+            lag[..., None], self._flat(val["x0"], idx)[:, None], self._flat(val["v0"], idx)[:, None], om, ze
+        )  # (B, C, T, N)
         part = torch.einsum("bnji,bjin->bjn", weights[:, heads], xv)  # (B, C, N)
         b, h, c, d = weights.shape[0], self.n_heads, weights.shape[2], val["x0"].shape[-1]
         out = part.new_zeros(b, c, h * d).index_add(2, idx, part)  # (B, C, H d_h)
@@ -261,12 +283,16 @@ class LegacyOsciFormerAttention(OsciFormerAttention):
         tau = (tt[bi, ii][:, None] + s)[:, None, :, None] * lam[None, :, None]  # (P, H, G, J): lam_k tau
         rot = torch.polar(torch.ones_like(tau), -tau)  # e^{-i lam_k tau}
         qv = torch.einsum("phgk,phck->phgc", rot, feats["zc"][bi, :, j0 + jj]).real  # (P, H, G, d_h): q_j(tau)
-        kv, _ = oscillator_state(s[:, None, :, None], key["x0"][bi, :, ii][:, :, None],
-                                 key["v0"][bi, :, ii][:, :, None], key["omega"], key["zeta"])  # (P, H, G, d_h)
+        kv, _ = oscillator_state(
+            s[:, None, :, None],
+            key["x0"][bi, :, ii][:, :, None],
+            key["v0"][bi, :, ii][:, :, None],
+            key["omega"],
+            key["zeta"],
+        )  # (P, H, G, d_h)
         if key["u"] is not None:  # + Re sum_m u_i G_m e^{i lam_m s}
             phase = s[:, None, :, None] * lam[None, :, None]  # (P, H, G, J)
             ss = torch.einsum("phgm,hmc->phgc", torch.polar(torch.ones_like(phase), phase), key["g"])
             kv = kv + (ss * key["u"][bi, :, ii][:, :, None]).real
         vals = ((qv * kv).sum(-1) * wts).sum(-1)  # (P, H)
         return out.index_put((bi, jj, ii), vals).permute(0, 3, 1, 2)
-

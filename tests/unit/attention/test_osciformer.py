@@ -88,8 +88,9 @@ def test_ridge_fit_reproduces_sinusoid() -> None:
     assert (fitted - q[0, 0]).abs().max() < 1e-8
 
 
-def mech_and_input(drive: str = "matrix", seed: int = 0, **kw
-                   ) -> tuple[OsciFormerAttention, torch.Tensor, torch.Tensor]:
+def mech_and_input(
+    drive: str = "matrix", seed: int = 0, **kw
+) -> tuple[OsciFormerAttention, torch.Tensor, torch.Tensor]:
     """A small float64 layer with random drive and velocity maps, channels in all regimes and exactly critical,
     and times with a tie and a 1e-9 gap."""
     torch.manual_seed(seed)
@@ -320,8 +321,9 @@ def test_core_matches_dense_softmax_and_gradcheck(keep: bool, monkeypatch: pytes
     leaves = [z.requires_grad_() for z in (*q, *k, *v, sp_alpha)]
 
     def blocked(*z):
-        mix, _, _ = causal_core(list(z[0:2]), list(z[2:4]), list(z[4:6]), z[6], times, row0, sp_index, 0.4, rho,
-                                small_lag, 2, False)
+        mix, _, _ = causal_core(
+            list(z[0:2]), list(z[2:4]), list(z[4:6]), z[6], times, row0, sp_index, 0.4, rho, small_lag, 2, False
+        )
         return tuple(mix)
 
     out = blocked(*leaves)
@@ -358,8 +360,9 @@ def hard_regime_mech(drive: str, seed: int = 0) -> tuple[OsciFormerAttention, to
     return mech, x, times
 
 
-def _grad_rel_error(y: torch.Tensor, y_ref: torch.Tensor, leaves: list[torch.Tensor],
-                    leaves_ref: list[torch.Tensor] | None = None) -> float:
+def _grad_rel_error(
+    y: torch.Tensor, y_ref: torch.Tensor, leaves: list[torch.Tensor], leaves_ref: list[torch.Tensor] | None = None
+) -> float:
     """max over leaves of max |g - g_ref| / max |g_ref| for the loss sum(y^2) (y_ref's leaves: ``leaves_ref``, or
     the same)."""
     g = torch.autograd.grad(y.square().sum(), leaves)
