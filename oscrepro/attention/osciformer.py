@@ -26,8 +26,9 @@ so only the state at t_i and at t_j enters. Every pair term is an inner product 
   (``osciformer_response``); the oscillating and secular drive parts: Re <conj Qd_j, conj X_i>
   (``osciformer_query``). Inner size 2 J d_h complex = 4 J d_h real (driven), 2 J d_h (undriven).
 * -F(Delta) = -(pq_j x_i'(Delta) + rq_j x_i(Delta)) through the transient written as two real numbers per
-  channel anchored at the first time tau of an anchor segment: the key's state (Y_i, Y_i') at tau (propagated
-  back from t_i by ``oscillator_state``, lag tau - t_i) and the 2 x 2 propagator from tau to t_j,
+  channel anchored at the first time tau of an anchor segment: the key's state (Y_i, Y_i') at tau (carried back
+  from t_i by ``oscillator_state``; in the first segment, whose keys are its rows, as P(t_i - tau)^{-1} (x0, v0))
+  and the 2 x 2 propagator P from tau to t_j,
   [x; x'](t_j) = [[c + gamma s, s], [-omega^2 s, c - gamma s]] [Y; Y'] with (c, s) = e^{-gamma a} (C, S)(a),
   C = cos(mu a), S = sin(mu a) / mu, a = t_j - tau (``damped_basis``). C and S are entire in mu^2, so critical
   damping needs no fallback. In a strongly overdamped channel (mu = i sigma, sigma L > 1 for the longest
@@ -39,10 +40,10 @@ so only the state at t_i and at t_j enters. Every pair term is an inner product 
 * Values: sum_i w_ji v_i(t_j) = propagator(t_j) (sum_i w_ji (Y_i, Y_i')) + Re sum_m G_m e^{i lam_m t_j}
   sum_i w_ji u_i e^{-i lam_m t_i}: per-token value factors mixed by the weights.
 * The query fit is done by prefix sums (O(T J^2 d_h), ``osciformer_query``); the pair part is
-  ``osciformer_core.CausalCore``: query rows in blocks that read only earlier keys, with a hand-written
-  backward that recomputes each block's weights instead of saving (B, H, T, T) tensors. The batch runs in
-  blocks whose largest tensors stay below ``BATCH_BYTES`` (fresh large allocations are slow on CPU).
-* Delta = 0 (ties, e.g. padding): alpha = <q_j(t_j), K_i> exactly (Eq. 78, second line).
+  ``osciformer_core.causal_core``: query rows in blocks that read only earlier keys, with a hand-written
+  backward that keeps no (B, H, T, T) autograd intermediates. The batch runs in blocks whose largest tensors
+  stay below ``BATCH_BYTES`` (fresh large allocations are slow on CPU).
+* Delta = 0 (ties, e.g. padding): alpha = <q_j(t_j), K_i> exactly (Eq. 78, second line; ``osciformer_pairs``).
 * 0 < Delta * rho < ``small_lag`` (rho bounds every frequency and decay rate of q k): the (F(0) - F(Delta)) / Delta
   difference has absolute error ~eps |F| / Delta, where |F| includes near-resonant amplitudes |G| ~ 1/(2 zeta
   omega lam) that cancel between steady state and transient, so these pairs use an ``n_gauss``-point

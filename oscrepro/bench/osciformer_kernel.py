@@ -14,15 +14,15 @@ time (the steadier one on a shared machine) and, for forward+backward, of wall t
 
 Peak memory of one forward+backward at B = 4, T = 1024 (J = 8), two ways: the torch CPU allocator's peak of live
 bytes (``harness.peak_memory_mb``: torch.profiler allocation events, plus parameters and input), and the growth of
-the process's peak resident set (``ru_maxrss``) over its resident set before the pass, each layer in a fresh
-process (that one includes MKL scratch, the Python heap and allocator slack).
+the process's peak resident set (VmHWM, reset before the pass) over its resident set before the pass, each layer
+in a fresh process (that one includes MKL scratch, the Python heap and allocator slack).
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
-import resource
+import os
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -93,17 +93,25 @@ def bench_cell(
     return row
 
 
+def _status_mb(field: str) -> float:
+    """A ``/proc/self/status`` memory field (VmRSS, VmHWM) in MB."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024
+
+
 def _rss_growth_mb(name: str, batch: int, seq_len: int, n_modes: int, d_model: int, n_heads: int) -> float:
-    """In a fresh process: peak resident set during one forward+backward of layer ``name`` minus the resident set
-    before it (after a tiny warm-up pass), MB."""
+    """In a fresh process: peak resident set (VmHWM) during one forward+backward of layer ``name`` minus the resident
+    set before it, MB. The peak is reset just before the pass (``clear_refs`` 5; a new process's VmHWM starts at
+    exec, unlike ``ru_maxrss``, which keeps the parent's peak across exec)."""
     torch.set_num_threads(1)
     layers, x = build_layers(batch, seq_len, n_modes, d_model, n_heads)
     small, x_small = build_layers(1, 16, n_modes, d_model, n_heads)
     _fwd_bwd(small[name], x_small)  # loads the kernels' libraries (a small peak) before the baseline is read
-    with open("/proc/self/statm") as f:
-        before = int(f.read().split()[1]) * resource.getpagesize() / 2**20
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # VmHWM := VmRSS
+    before = _status_mb("VmRSS")
     _fwd_bwd(layers[name], x)
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before  # ru_maxrss is in KiB on Linux
+    return _status_mb("VmHWM") - before
 
 
 def memory_rows(d_model: int, n_heads: int) -> list[dict[str, float]]:
@@ -145,14 +153,16 @@ def render(rows: list[dict[str, float]], memory: list[dict[str, float]], args: a
         f"({args.warmup} warm-up + {args.trials} trials per cell), medians; one thread (torch.set_num_threads(1)). "
         "ms = median process CPU time; × = osciformer / softmax of median CPU time (wall: of median wall time).",
         device_line(),
+        "- **Load:** the machine is shared with other jobs, hence the alternation and the medians; load average "
+        "(1, 5, 15 min) at the end of the run: " + ", ".join(f"{v:.1f}" for v in os.getloadavg()) + ".",
         "",
     ]
     mem = [
         "",
         f"Peak memory of one forward+backward (B={MEMORY_CELL[0]}, T={MEMORY_CELL[1]}, J={MEMORY_CELL[2]}): "
         "allocator peak = torch CPU allocator's live bytes (torch.profiler events, plus parameters and input); "
-        "RSS growth = peak resident set during the pass minus the resident set before it, each layer in a fresh "
-        "process.",
+        "RSS growth = peak resident set during the pass (VmHWM, reset before it) minus the resident set before it, "
+        "each layer in a fresh process.",
         "",
     ]
     return "\n".join(head + _table(rows) + mem + _table(memory)) + "\n"
