@@ -12,38 +12,38 @@ oscillators, so that the time-averaged query-key logit has a closed form. Per he
 Values follow the same oscillator law with their own omega, zeta, U and drive. Positivity: omega = exp(.),
 zeta = softplus(.). Init (App. E): omega log-uniform on ``omega_range``, zeta ~ U(``zeta_range``), U = 0.
 
-The closed form (re-derived; the paper's Eqs. 72-77 are per-regime and singular at zeta = 1). For the
-homogeneous part x of a key and a query mode e^{i lam s}, integrating the ODE against e^{i lam s} gives
+The closed form (re-derived; the paper's Eqs. 72-77 are per-regime and singular at zeta = 1). A key is its
+steady state x_ss,i(s) = Re sum_m u_i G_m e^{i lam_m s} (Eq. 64, rank one in token and mode) plus a homogeneous
+transient from the anchor state (x0, v0) = (K_i, U K_i) minus the steady state's. For the transient x and a query
+mode e^{i lam s}, integrating the ODE against e^{i lam s} gives
 
     int_0^Delta e^{i lam s} x(s) ds = (F(0) - F(Delta)) / p,  F(s) = e^{i lam s} (x'(s) + (2 gamma - i lam) x(s)),
     p = omega^2 - lam^2 - 2 i gamma lam,
 
-so only the state (x, x') at t_i and at t_j enters.
+so only the state at t_i and at t_j enters. Every pair term is an inner product of per-token factors:
 
-Fast path (every pair term is a matrix product; nothing of size (B, H, T, T, d_h) is materialised):
-* Query fit: coef_j = G_j^{-1} sum_{l <= j} phi_l Q_l^T (``ridge_query_coef``) as (G_j^{-1} phi_l) @ Q, one matrix
-  product per batch row; G_j (times and grid only) is shared by heads with the same fixed grid.
-* The transient is written in its exponential modes (``transient_modes``): x(s) = sum_m a_m e^{r_m s}, r_pm =
-  -gamma +- i mu. Since e^{r (t_j - t_i)} = e^{r (t_j - tau)} e^{-r (t_i - tau)}, the F(Delta) term is
-  Re(Q K^T) with per-token factors, and so is the value transient sum_i w_ji x_i(Delta_ji) (weights @ factors).
-  tau is the first time of a block of query rows (``_chunks``); blocks are cut so that rate * (t - tau) <=
-  ``MAX_GROWTH`` for the keys they use, so no factor overflows, and each factor has relative error ~eps |r| t.
-  The 1/mu in a_m loses digits near critical damping, so channels with |1 - zeta^2| < 1e-2 (or mu < 1e-3) keep
-  the per-pair ``oscillator_state`` (stable series at zeta = 1), gathered over those channels only.
-* The steady state is rank one in (token, mode) for both drives: W_im = u_i G_m (u = P - iQ and G = 1/conj(p)
-  for ``matrix``; u = E and G = (g - ih)/conj(p) for ``gains``), so x_ss(0), x_ss'(0) are u_i . (sum_m G_m, ...)
-  and no (B, H, T, J, d_h) amplitude is built. Of the drive terms of int <q_j, x_ss,i>, the two oscillating
-  ones (lam_k + lam_m and lam_k - lam_m) pair with the same key factor X_im = u_i G_m e^{-i lam_m t_i} (one
-  enters conjugated: Re(a conj b) = Re(conj(a) b)), so their query factors add into one, Qd_j, whose mode
-  mixing (1/(lam_k +- lam_m)) is one real (2J, 2J) matrix; the secular k = m term (Delta/2) Re <conj Z_j, X_i>
-  is split with Delta = s_j - s_i (s = t - t_first of the batch row) into Qd_j and the key factor K_i of the
-  F(0) term. The constant (s = 0) drive parts reduce to per-head sums S_k = sum_m G_m / (lam_k +- lam_m) times
-  u_i, so K_i = e^{i lam t_i} sum_f C_f feature_f(i) over six real per-token features (v0, x0, Re u, Im u,
-  s Re u, s Im u; one small matrix product). All logit terms are then one real matrix product of
-  [conj Z_j, conj Qd_j] against [K_i, X_i] (inner size 2 J d_h complex, was 4 J d_h), and the value steady
-  state is weights @ (u_i e^{-i lam t_i}) times e^{i lam t_j} G. Each step is an algebraic identity of the
-  same closed form (Eqs. 58-64), so only rounding changes.
-* Delta = 0 (ties, e.g. padding): alpha = <q_j(t_j), K_i> exactly (Eq. 78, second line), a matrix product.
+* F(0) and the constant drive parts: Re <z_j, K_i> with z_j = A_j - i B_j, K_i = e^{i lam t_i} kappa_i
+  (``osciformer_response``); the oscillating and secular drive parts: Re <conj Qd_j, conj X_i>
+  (``osciformer_query``). Inner size 2 J d_h complex = 4 J d_h real (driven), 2 J d_h (undriven).
+* -F(Delta) = -(pq_j x_i'(Delta) + rq_j x_i(Delta)) through the transient written as two real numbers per
+  channel anchored at the first time tau of an anchor segment: the key's state (Y_i, Y_i') at tau (carried back
+  from t_i by ``oscillator_state``; in the first segment, whose keys are its rows, as P(t_i - tau)^{-1} (x0, v0))
+  and the 2 x 2 propagator P from tau to t_j,
+  [x; x'](t_j) = [[c + gamma s, s], [-omega^2 s, c - gamma s]] [Y; Y'] with (c, s) = e^{-gamma a} (C, S)(a),
+  C = cos(mu a), S = sin(mu a) / mu, a = t_j - tau (``damped_basis``). C and S are entire in mu^2, so critical
+  damping needs no fallback. In a strongly overdamped channel (mu = i sigma, sigma L > 1 for the longest
+  segment L) the product e^{-gamma a} C(a) e^{gamma b} C(b) cancels to e^{-(gamma - sigma)(a - b)} with
+  relative error eps e^{2 sigma b}, so those channels use their eigenmodes instead: Y_pm = a_pm e^{(gamma -+
+  sigma) (t_i - tau)}, propagator [[e^{r+ a}, e^{r- a}], [r+ e^{r+ a}, r- e^{r- a}]], r_pm = -gamma +- sigma
+  (amplitudes a_pm ~ 1/sigma, bounded there). Segments are cut so that (gamma + sigma) (t - tau) <=
+  ``MAX_GROWTH`` for the keys they use (no overflow).
+* Values: sum_i w_ji v_i(t_j) = propagator(t_j) (sum_i w_ji (Y_i, Y_i')) + Re sum_m G_m e^{i lam_m t_j}
+  sum_i w_ji u_i e^{-i lam_m t_i}: per-token value factors mixed by the weights.
+* The query fit is done by prefix sums (O(T J^2 d_h), ``osciformer_query``); the pair part is
+  ``osciformer_core.causal_core``: query rows in blocks that read only earlier keys, with a hand-written
+  backward that keeps no (B, H, T, T) autograd intermediates. The batch runs in blocks whose largest tensors
+  stay below ``BATCH_BYTES`` (fresh large allocations are slow on CPU).
+* Delta = 0 (ties, e.g. padding): alpha = <q_j(t_j), K_i> exactly (Eq. 78, second line; ``osciformer_pairs``).
 * 0 < Delta * rho < ``small_lag`` (rho bounds every frequency and decay rate of q k): the (F(0) - F(Delta)) / Delta
   difference has absolute error ~eps |F| / Delta, where |F| includes near-resonant amplitudes |G| ~ 1/(2 zeta
   omega lam) that cancel between steady state and transient, so these pairs use an ``n_gauss``-point
@@ -51,8 +51,9 @@ Fast path (every pair term is a matrix product; nothing of size (B, H, T, T, d_h
   down to 1e-2), the closed-form logit error is ~3e-10 / Delta: <= 3e-9 for Delta * rho >= 0.5 (the default,
   so gaps of 1/32 at rho = 20 use the closed form), growing to 1e-2 at Delta = 1e-8. That is below the float32
   rounding of the layer's output; ``test_small_lag_threshold_error_bound`` checks it against the reference.
-All of it is the same closed form as the reference up to rounding; tests compare values and gradients with
-scipy ODE integration and quadrature in float64, on random and on XOR-like (k/32, tied) times.
+Each step is an algebraic identity of the same closed form (Eqs. 58-64), so only rounding changes; tests compare
+values and gradients with scipy ODE integration and quadrature in float64, on random and on XOR-like (k/32,
+tied) times, and with the pre-rebuild kernel (``oscrepro.bench.osciformer_legacy``).
 
 Where the paper is ambiguous, we chose:
 * Causality: the integral needs t_i <= t_j (Def. 2), so keys i > j are always masked and query j is fitted
@@ -70,9 +71,11 @@ Where the paper is ambiguous, we chose:
 * Biases: b_Q, b_K, b_V but no output bias (Sec. 6 lists none). Zeta ranges starting at 0 (Table 8, [0, 0])
   are floored at 1e-4 by the softplus parametrisation.
 * The kernel runs in ``kernel_dtype`` (float64 by default): the closed form divides by p, which is small for
-  weakly damped channels near a grid frequency, and float32 loses the gradient there. For the same reason the
-  fast path stays in float64: at init |G| reaches ~1e5 (omega ~ lam ~ 1e-2, zeta = 0.05) and cancels between
-  steady state and transient, so float32's eps ~6e-8 would leave errors of order one percent in the logits.
+  weakly damped channels near a grid frequency. At init |G| reaches ~1e5 (omega ~ lam ~ 1e-2, zeta = 0.05)
+  and cancels between steady state and transient, so float32's eps ~6e-8 leaves errors of order one percent:
+  on the bench layer (B 4, T 256, |y| <= 3.3) float32 moves the output by up to 0.04.
+* ``chunk_size`` caps the query rows per block of the causal core (``ROW_BLOCK`` when null); it changes only
+  memory and speed.
 """
 
 from __future__ import annotations
@@ -85,29 +88,25 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from oscrepro.attention.base import AttentionBase, Aux, fp32_only, merge_heads, one_of, refuse, split_heads, whole
+from oscrepro.attention.osciformer_core import ROW_BLOCK, causal_core
+from oscrepro.attention.osciformer_pairs import special_pairs
+from oscrepro.attention.osciformer_query import query_factors
+from oscrepro.attention.osciformer_response import key_projection, oscillator_constants, value_projection
 from oscrepro.attention.oscillator_kernels import (
     FREQ_GRIDS,
     frequency_grid,
-    gauss_legendre,
     oscillator_state,
-    ridge_query_coef,
-    steady_state_amplitude,
-    transient_modes,
 )
 
 DRIVES = ("matrix", "gains", "none")
-MAX_GROWTH = 300.0  # bound on rate * (t - anchor) in the separable factors: e^300 ~ 1e130, far from overflow
+MAX_GROWTH = 300.0  # bound on rate * (t - anchor) in the anchored factors: e^300 ~ 1e130, far from overflow
+EIGEN_SPAN = 1.0  # overdamped channels with sigma * (longest segment) above this use eigenmodes (module doc)
+BATCH_BYTES = 24 * 2**20  # batch rows per block: the largest per-token tensor stays below this
 
 
-def _re_matmul(a: Tensor, b: Tensor) -> Tensor:
-    """Re(a @ b^T) for complex a (..., C, M), b (..., K, M) as one real matrix product over interleaved
-    (re, im) pairs: Re(a b) = [a_re, a_im] . [b_re, -b_im]."""
-    return torch.view_as_real(a).flatten(-2) @ torch.view_as_real(b.conj().resolve_conj()).flatten(-2).mT
-
-
-def _cexp(r: Tensor, s: Tensor) -> Tensor:
-    """e^{r s} for complex r and real s (broadcasting), as polar(e^{Re r s}, Im r s): real exp/cos/sin."""
-    return torch.polar(torch.exp(r.real * s), r.imag * s)
+def _tokens(z: Tensor, j0: int, j1: int) -> Tensor:
+    """Tokens j0..j1-1 of z (B, H, T, ...); z itself when that is all of them (slicing's backward fills zeros)."""
+    return z if (j0, j1) == (0, z.shape[2]) else z[:, :, j0:j1]
 
 
 class OsciFormerAttention(AttentionBase):
@@ -115,14 +114,31 @@ class OsciFormerAttention(AttentionBase):
 
     continuous_time: ClassVar[bool] = True
 
-    def __init__(self, d_model: int, n_heads: int, layer_idx: int = 0, n_modes: int = 8, freq_grid: str = "log",
-                 freq_range: tuple[float, float] = (1e-2, 1e1), learn_freqs: bool = False,
-                 harmonic_span: float = 10.0, omega_range: tuple[float, float] = (1e-2, 1e1),
-                 zeta_range: tuple[float, float] = (0.05, 0.4), drive: str = "matrix", ridge: float = 1e-2,
-                 bias: bool = True, chunk_size: int | None = None, kernel_dtype: str = "float64",
-                 small_lag: float = 0.5, n_gauss: int = 6) -> None:
-        refuse(OsciFormerAttention.config_problems(d_model, n_heads, n_modes=n_modes, freq_grid=freq_grid, drive=drive,
-                                                   kernel_dtype=kernel_dtype))
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        layer_idx: int = 0,
+        n_modes: int = 8,
+        freq_grid: str = "log",
+        freq_range: tuple[float, float] = (1e-2, 1e1),
+        learn_freqs: bool = False,
+        harmonic_span: float = 10.0,
+        omega_range: tuple[float, float] = (1e-2, 1e1),
+        zeta_range: tuple[float, float] = (0.05, 0.4),
+        drive: str = "matrix",
+        ridge: float = 1e-2,
+        bias: bool = True,
+        chunk_size: int | None = None,
+        kernel_dtype: str = "float64",
+        small_lag: float = 0.5,
+        n_gauss: int = 6,
+    ) -> None:
+        refuse(
+            OsciFormerAttention.config_problems(
+                d_model, n_heads, n_modes=n_modes, freq_grid=freq_grid, drive=drive, kernel_dtype=kernel_dtype
+            )
+        )
         super().__init__(d_model, n_heads, layer_idx)
         h, d, j = n_heads, self.d_head, n_modes
         self.n_modes, self.drive, self.ridge, self.chunk_size = n_modes, drive, ridge, chunk_size
@@ -147,11 +163,23 @@ class OsciFormerAttention(AttentionBase):
                 self.register_parameter(f"drive_sin_{role}", nn.Parameter(torch.zeros(shape)))
 
     @classmethod
-    def config_problems(cls, d_model: int, n_heads: int, *, n_modes: int = 8, freq_grid: str = "log",
-                        drive: str = "matrix", kernel_dtype: str = "float64", **hparams: Any) -> list[str]:
+    def config_problems(
+        cls,
+        d_model: int,
+        n_heads: int,
+        *,
+        n_modes: int = 8,
+        freq_grid: str = "log",
+        drive: str = "matrix",
+        kernel_dtype: str = "float64",
+        **hparams: Any,
+    ) -> list[str]:
         """The shared head split; J >= 1 query modes; a known collocation grid and drive; a floating kernel dtype."""
-        problems = (super().config_problems(d_model, n_heads, **hparams) + one_of("freq_grid", freq_grid, FREQ_GRIDS)
-                    + one_of("drive", drive, DRIVES))
+        problems = (
+            super().config_problems(d_model, n_heads, **hparams)
+            + one_of("freq_grid", freq_grid, FREQ_GRIDS)
+            + one_of("drive", drive, DRIVES)
+        )
         if not whole(n_modes, 1):
             problems.append(f"n_modes={n_modes!r} must be an integer >= 1 (J query modes)")
         dtype = getattr(torch, str(kernel_dtype), None)
@@ -164,40 +192,35 @@ class OsciFormerAttention(AttentionBase):
         kd = self.kernel_dtype
         return getattr(self, f"log_omega_{role}").to(kd).exp(), F.softplus(getattr(self, f"zeta_raw_{role}").to(kd))
 
-    def oscillator(self, role: str, e: Tensor, lam: Tensor) -> dict[str, Tensor]:
-        """Per-token oscillator data for projections e (B, H, T, d_h): omega, zeta (1, H, 1, d_h); transient anchor
-        state x0, v0 (B, H, T, d_h); the steady state W_im = u_i G_m (Eq. 64), rank one in (token, mode): drive
-        u (B, H, T, d_h) and response G (H, J, d_h), complex (None when undriven); the transient's modes."""
+    def constants(self, role: str, lam: Tensor) -> dict[str, Any]:
+        """Per-head constants of the key ("k") or value ("v") oscillators (``oscillator_constants``) and their
+        projection maps (``key_projection``, ``value_projection``)."""
         omega, zeta = self.omega_zeta(role)  # (H, d_h)
-        u_mat = getattr(self, f"velocity_{role}").to(e.dtype)
-        v_init = torch.einsum("hcd,bhtd->bhtc", u_mat, e)  # x'(t_i) = U E_i (Sec. 6)
-        out = {"omega": omega[None, :, None], "zeta": zeta[None, :, None], "x0": e, "v0": v_init, "e": e,
-               "u": None, "g": None}
-        if self.drive == "none":
-            return self._modes(out)
-        a, b = (getattr(self, f"drive_{n}_{role}").to(e.dtype) for n in ("cos", "sin"))
-        lam3, om3, ze3 = lam[:, :, None], omega[:, None], zeta[:, None]  # (H, J, 1), (H, 1, d_h)
-        if self.drive == "matrix":  # P_im = A_h E_i, Q_im = B_h E_i for every m: u = P - iQ, G = 1 / (conj p)
-            u = torch.complex(torch.einsum("hcd,bhtd->bhtc", a, e), -torch.einsum("hcd,bhtd->bhtc", b, e))
-            g = steady_state_amplitude(torch.ones_like(om3), torch.zeros_like(om3), lam3, om3, ze3)  # (H, J, d_h)
-        else:  # P_im = g_m E_i, Q_im = h_m E_i: u = E_i, G = (g - i h) / (conj p)
-            u = torch.complex(e, torch.zeros_like(e))
-            g = steady_state_amplitude(a, b, lam3, om3, ze3)  # (H, J, d_h)
-        out["x0"] = e - (u * g.sum(1)[:, None]).real  # transient anchor state: minus x_ss(0) = Re sum_m W_m
-        out["v0"] = v_init - (u * (1j * lam3 * g).sum(1)[:, None]).real  # and x_ss'(0) = Re sum_m i lam_m W_m
-        out["u"], out["g"] = u, g
-        return self._modes(out)
+        kd = self.kernel_dtype
+        drive = [getattr(self, f"drive_{n}_{role}", None) for n in ("cos", "sin")]
+        c = oscillator_constants(
+            omega,
+            zeta,
+            getattr(self, f"velocity_{role}").to(kd),
+            self.drive,
+            *(None if p is None else p.to(kd) for p in drive),
+            lam,
+        )
+        if role == "k":
+            c["proj"], c["qcoef"] = key_projection(c, lam)
+        else:
+            c["proj"] = value_projection(c)
+        return c
 
-    @staticmethod
-    def _modes(osc: dict) -> dict[str, Tensor]:
-        """Adds the transient's exponential modes: roots r (1, H, 1, 2 d_h), amplitudes a (B, H, T, 2 d_h), and
-        the near-critical channel mask crit (1, H, 1, d_h) (``transient_modes``)."""
-        osc["r"], osc["a"], osc["crit"] = transient_modes(osc["x0"], osc["v0"], osc["omega"], osc["zeta"])
-        osc["r"] = osc["r"].expand(1, -1, 1, -1)
-        return osc
-
-    def forward(self, x: Tensor, *, causal: bool = False, pos: Tensor | None = None, times: Tensor | None = None,
-                need_weights: bool = False) -> tuple[Tensor, Aux]:
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        causal: bool = False,
+        pos: Tensor | None = None,
+        times: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Aux]:
         b, n, _ = x.shape
         kd = self.kernel_dtype
         qkv = self.qkv(x)
@@ -205,187 +228,178 @@ class OsciFormerAttention(AttentionBase):
             tt = (torch.arange(n, device=x.device).expand(b, n) if times is None else times).to(kd)  # (B, T)
             q, k, v = (split_heads(z, self.n_heads).to(kd) for z in qkv.chunk(3, dim=-1))  # (B, H, T, d_h)
             lam = self.log_freqs.to(kd).exp()  # (H, J) collocation bank
-            coef = ridge_query_coef(tt, q, lam, self.ridge)  # (B, H, T, d_h, J, 2): (A, B), Eq. (48) on prefixes
-            key, val = self.oscillator("k", k, lam), self.oscillator("v", v, lam)
-            feats = self._features(tt, coef, lam, key, val)
-            parts = [self._rows(j0, j1, tt, lam, key, val, feats) for j0, j1 in self._chunks(tt, key, val)]
-            y, weights, logits = parts[0] if len(parts) == 1 else (torch.cat(z, 2) for z in zip(*parts, strict=True))
+            key, val = self.constants("k", lam), self.constants("v", lam)
+            segments = self._segments(tt, key, val)
+            span = max(float((tt[:, j1 - 1] - tt[:, j0]).amax()) for j0, j1 in segments)
+            trans = self._transient_constants(key, val, span)
+            om, ga = key["omega"].detach(), key["gamma"].detach()
+            rho = float(lam.detach().max() + torch.maximum(lam.detach().max(), torch.maximum(om.max(), 2 * ga.max())))
+            step = self._batch_step(b, n, lam.shape[-1])
+            parts = [
+                self._batch_block(
+                    tt[i : i + step],
+                    q[i : i + step],
+                    k[i : i + step],
+                    v[i : i + step],
+                    lam,
+                    key,
+                    val,
+                    trans,
+                    segments,
+                    rho,
+                    need_weights,
+                )
+                for i in range(0, b, step)
+            ]
+            y, weights, logits, coef = (torch.cat(z) for z in zip(*parts, strict=True))
         aux: Aux = {}
         if need_weights:
-            aux = {"weights": weights.to(x.dtype), "logits": logits.to(x.dtype),
-                   "query_cos": coef[..., 0].transpose(-1, -2), "query_sin": coef[..., 1].transpose(-1, -2),
-                   "freqs": lam}
+            aux = {
+                "weights": weights.to(x.dtype),
+                "logits": logits.to(x.dtype),
+                "query_cos": coef[..., 0],
+                "query_sin": coef[..., 1],
+                "freqs": lam,
+            }
         return self.out(merge_heads(y).to(qkv.dtype)), aux
 
-    def _chunks(self, tt: Tensor, key: dict, val: dict) -> list[tuple[int, int]]:
-        """Query-row blocks [j0, j1): at most ``chunk_size`` rows, and short enough in time that the separable
-        factors e^{-r (t_i - t_j0)} of the keys i < j1 stay below e^{MAX_GROWTH} (no overflow, see module doc)."""
+    def _batch_step(self, b: int, n: int, j: int) -> int:
+        """Batch rows per block: the largest per-token tensor, the query maps' output (B, T, (6J + 2) d_h H)
+        in the kernel dtype, stays below ``BATCH_BYTES``; blocks of equal size."""
+        row = n * (6 * j + 2) * self.d_model * torch.finfo(self.kernel_dtype).bits // 8
+        blocks = math.ceil(b / max(1, BATCH_BYTES // row))
+        return math.ceil(b / blocks)
+
+    def _segments(self, tt: Tensor, key: dict, val: dict) -> list[tuple[int, int]]:
+        """Anchor segments [j0, j1) of query rows: short enough in time that the anchored key factors of the keys
+        i < j1, growing like e^{rate (t_i - t_j0)} (rate = max gamma + sigma), stay below e^{MAX_GROWTH}."""
         n = tt.shape[1]
-        step = self.chunk_size or n
-        rate = max(float(-z["r"].detach().real.amin()) for z in (key, val))  # fastest decay (or growth backwards) rate
-        span_ok = (tt - tt[:, :1]).amax(0) * rate <= MAX_GROWTH if rate > 0 else None
-        if span_ok is not None and bool(span_ok.all()) or rate <= 0:
-            return [(j0, min(j0 + step, n)) for j0 in range(0, n, step)]
+        rate = max(float((c["gamma"].detach() + c["mu2"].detach().neg().clamp_min(0).sqrt()).max()) for c in (key, val))
+        if rate <= 0 or bool(((tt - tt[:, :1]).amax(0) * rate <= MAX_GROWTH).all()):
+            return [(0, n)]
         out, j0, t_cpu = [], 0, tt.detach().cpu()
         while j0 < n:
-            ok_ = ((t_cpu[:, j0:] - t_cpu[:, j0:j0 + 1]).amax(0) * rate <= MAX_GROWTH)[:step]
+            ok_ = (t_cpu[:, j0:] - t_cpu[:, j0 : j0 + 1]).amax(0) * rate <= MAX_GROWTH
             j1 = j0 + max(1, int(ok_.int().cumprod(0).sum()))
             out.append((j0, j1))
             j0 = j1
         return out
 
-    def _features(self, tt: Tensor, coef: Tensor, lam: Tensor, key: dict, val: dict) -> dict[str, Tensor]:
-        """Per-token factors of the closed-form logit, so that every pair term is a matrix product.
-
-        With conj Z_j = A_j + i B_j (so q_j(tau) = Re sum_k Z_jk e^{i lam_k tau}), xi_j = conj(Z_j e^{i lam t_j}):
-        q_now = q_j(t_j), pq, rq (B, H, T, d_h) are the query sides of the tie product and of -F(Delta); qfeat,
-        kfeat are lists of real (B, H, T, 2 J d_h) factors, [conj Z_j] x [K_i] plus, when driven,
-        [conj Qd_j] x [X_i] (module doc), interleaved (re, im) so that Re <a, b> is one real matrix product."""
-        om, ga = key["omega"][0, :, 0, :, None], (key["omega"] * key["zeta"])[0, :, 0, :, None]  # (H, d_h, 1)
-        lam_c = lam[:, None, :]  # (H, 1, J)
-        inv_p = torch.complex(om.square() - lam_c.square(), -2 * ga * lam_c).reciprocal()  # 1 / p  (H, d_h, J)
-        beta = torch.complex(2 * ga.expand_as(inv_p.real), -lam_c.expand_as(inv_p.real)) * inv_p  # (2 gamma - i lam)/p
-        theta = tt[:, None, :, None] * lam[None, :, None]  # (B, H, T, J): lam_k t
-        rot = torch.polar(torch.ones_like(theta), theta)[:, :, :, None]  # (B, H, T, 1, J): e^{i lam_k t}
-        zc = torch.view_as_complex(coef)  # (B, H, T, d_h, J): A + i B = conj Z
-        xi = torch.view_as_real(zc * rot.conj())  # (B, H, T, d_h, J, 2): conj(Z_jk e^{i lam_k t_j}), (Re, Im)
-        # q_j(t_j) = Re sum_k xi; query sides of -F(Delta): Re sum_k xi conj(c) = sum_k (Re xi Re c + Im xi Im c)
-        c_pq, c_rq = (torch.view_as_real(c)[None, :, None] for c in (inv_p, beta))  # (1, H, 1, d_h, J, 2)
-        out = {"q_now": xi.sum(-2)[..., 0], "zc": zc, "pq": (xi * c_pq).sum((-2, -1)), "rq": (xi * c_rq).sum((-2, -1))}
-        # key K_i = e^{i lam t_i} (v0 / p + x0 (2 gamma - i lam) / p + drive terms): sum_f coefficient_f * feature_f
-        feat, cols = [key["v0"], key["x0"]], [[inv_p, beta]]
-        qfeat = [coef.flatten(3)]  # conj Z_j as (B, H, T, d_h J 2), interleaved (re, im)
-        if key["u"] is not None:
-            g = key["g"].transpose(1, 2)  # (H, d_h, J)
-            j = lam.shape[-1]
-            eye = torch.eye(j, dtype=torch.bool, device=lam.device)
-            m_pl = 1 / (lam[:, None, :] + lam[:, :, None])  # (H, J_m, J_k): 1 / (lam_k + lam_m), symmetric
-            m_mi = torch.where(eye, 0, 1 / torch.where(eye, 1.0, lam[:, None, :] - lam[:, :, None]))  # 1/(lam_k-lam_m)
-            s1 = 0.5j * (g @ m_pl.to(g.dtype))  # (H, d_h, J_k): -1/2 sum_m G_m / (i (lam_k + lam_m))
-            s2 = 0.5j * (g.conj() @ m_mi.to(g.dtype))  # -1/2 sum_{m != k} conj G_m / (i (lam_k - lam_m))
-            u, s = key["u"], (tt - tt[:, :1])[:, None, :, None]  # s: secular split Delta = s_j - s_i
-            feat += [u.real, u.imag, s * u.real, s * u.imag]
-            zero = torch.zeros_like(g)
-            cols = [[inv_p, beta, s1 + s2, 1j * (s1 - s2), -0.5 * g.conj(), 0.5j * g.conj()],  # K_i
-                    [zero, zero, g, 1j * g, zero, zero]]  # X_i = u_i G e^{-i lam t_i}
-            # conj Qd_j = (i/2) e^{-i lam t_j} (M+ xi - M- conj xi) + (s_j / 2) conj(conj Z_j): Re = (M+ - M-) Re xi,
-            # Im = (M+ + M-) Im xi over the mode axis (M+ = 1/(lam_k+lam_m), M- = 1/(lam_k-lam_m)): one real
-            # (2J, 2J) matrix on the interleaved (mode, re/im) axis
-            m_z = torch.zeros(lam.shape[0], j, 2, j, 2, dtype=lam.dtype, device=lam.device)  # (H, J_m, 2, J_k, 2)
-            m_z[:, :, 0, :, 0], m_z[:, :, 1, :, 1] = m_pl - m_mi, m_pl + m_mi
-            b_, h_, n_, d_ = u.shape
-            mix = xi.reshape(b_, h_, n_ * d_, 2 * j) @ m_z.flatten(3).flatten(1, 2).mT  # (B, H, T d_h, 2J)
-            mix = torch.view_as_complex(mix.view(b_, h_, n_, d_, j, 2))  # (B, H, T, d_h, J)
-            cqd = mix * (0.5j * rot.conj()) + 0.5 * s[..., None] * zc.conj()  # (B, H, T, d_h, J)
-            qfeat.append(torch.view_as_real(cqd).flatten(3))  # (B, H, T, d_h J 2)
-        ck = torch.view_as_real(torch.stack([torch.stack(c, 2) for c in cols], 3))  # (H, d_h, F, O, J, 2)
-        kb = torch.einsum("bhtcf,hcfoy->bhtocy", torch.stack(feat, -1), ck.flatten(4)).contiguous()  # (.., O, d_h, 2J)
-        kb = torch.view_as_complex(kb.view(*kb.shape[:5], -1, 2))  # (B, H, T, O, d_h, J)
-        kc = kb * (rot[:, :, :, None] if len(cols) == 1 else torch.stack([rot, rot.conj()], 3))  # e^{+-i lam t_i}
-        kc = torch.view_as_real(kc)  # (B, H, T, O, d_h, J, 2)
-        out["qfeat"], out["kfeat"] = qfeat, [k.flatten(3) for k in kc.unbind(3)]  # (B, H, T, F) each
-        if val["u"] is not None:  # value steady state: Re sum_m (e^{i lam_m t_j} G_m) sum_i w_ji u_i e^{-i lam_m t_i}
-            out["vfeat"] = torch.view_as_real(val["u"][..., None] * rot.conj()).flatten(3)  # (B, H, T, 2 J d_h)
-            gain = rot.conj().resolve_conj() * val["g"].transpose(1, 2).conj().resolve_conj()[None, :, None]
-            out["vgain"] = torch.view_as_real(gain).flatten(-2)  # (B, H, T, d_h, 2J): Re(a b) = <(Re, -Im) a, b>
+    @staticmethod
+    def _transient_constants(key: dict, val: dict, span: float) -> dict[str, Tensor]:
+        """omega, zeta, gamma, sigma and the eigenmode mask ``eig`` of the key channels then the value channels,
+        each (1, H, 1, 2 d_h): the transients of both are evaluated together. ``eig``: strongly overdamped,
+        sigma * span > ``EIGEN_SPAN`` (module doc); sigma is gamma elsewhere, so that the eigenmode branch, computed
+        for every channel and discarded there, stays finite (its gradient would be 0 * inf otherwise)."""
+        out = {name: torch.cat([key[name], val[name]], -1) for name in ("omega", "zeta", "gamma", "mu2")}
+        eig = (out["mu2"] < 0) & (out["mu2"].detach().neg().clamp_min(0).sqrt() * span > EIGEN_SPAN)  # (H, 2d_h)
+        out["sigma"] = torch.where(eig, -out.pop("mu2"), out["gamma"].square()).sqrt()  # gamma: finite unused branch
+        out = {name: z[None, :, None] for name, z in out.items()}  # (1, H, 1, 2 d_h)
+        out["eig"] = eig[None, :, None] if bool(eig.any()) else None
         return out
 
-    def _rows(self, j0: int, j1: int, tt: Tensor, lam: Tensor, key: dict, val: dict, feats: dict
-              ) -> tuple[Tensor, Tensor, Tensor]:
-        """Outputs (B, H, C, d_h), weights and logits (B, H, C, T) for query rows j0..j1-1 (C = j1 - j0)."""
-        n = tt.shape[1]
-        delta = tt[:, j0:j1, None] - tt[:, None, :]  # (B, C, T): t_j - t_i
-        allowed = torch.ones(j1 - j0, n, dtype=torch.bool, device=tt.device).tril(j0)  # i <= j (Def. 2)
-        # F(0) and steady-state drive terms (secular one included): Re <query features_j, key features_i>
-        num = sum(qf[:, :, j0:j1] @ kf.mT for qf, kf in zip(feats["qfeat"], feats["kfeat"], strict=True))  # (B,H,C,T)
-        # -F(Delta) = -<pq, x'(Delta)> - <rq, x(Delta)> through the transient modes, e^{r Delta} = e^{r s_j} e^{-r s_i}
-        pq, rq = feats["pq"][:, :, j0:j1], feats["rq"][:, :, j0:j1]  # (B, H, C, d_h)
-        tau = tt[:, j0, None]  # (B, 1): anchor of this block
-        s_q, s_k = (tt[:, j0:j1] - tau)[:, None, :, None], (tt[:, :j1] - tau)[:, None, :, None]  # (B, 1, C|K, 1)
-        r = key["r"]  # (1, H, 1, 2 d_h)
-        qf = (torch.cat([pq, pq], -1) * r + torch.cat([rq, rq], -1)) * _cexp(r, s_q)  # (B, H, C, 2 d_h)
-        kf = key["a"][:, :, :j1] * _cexp(-r, s_k)  # (B, H, K, 2 d_h), K = j1 keys
-        num = num - F.pad(_re_matmul(qf, kf), (0, n - j1))  # keys i >= j1 are masked (i > j)
-        lag = delta.clamp_min(0)  # (B, C, T); masked pairs evaluated at 0
-        if key["crit"].any():  # near-critical channels: per-pair states (stable series), few channels
-            num = num - self._critical_pairs(lag, key, pq, rq)
-        # ties (Delta = 0): alpha = <q_j(t_i), k_i(t_i)> = <q_j(t_j), K_i> (Eq. 78, second line), a matrix product
-        tie = allowed & (delta == 0)  # (B, C, T)
-        alpha_tie = feats["q_now"][:, :, j0:j1] @ key["e"].transpose(-1, -2)  # (B, H, C, T)
-        # tiny lags: Gauss-Legendre average of the closed-form trajectories (1/Delta loses digits as Delta -> 0)
-        om, ga = key["omega"], key["omega"] * key["zeta"]
-        rho = (lam.max() + torch.maximum(lam.max(), torch.maximum(om.max(), 2 * ga.max()))).detach()
-        small = allowed & ~tie & (delta * rho < self.small_lag)  # (B, C, T)
-        alpha = num / torch.where(small | tie | ~allowed, 1.0, delta)[:, None]  # Eq. (74): (1/Delta) int
-        if small.any():
-            alpha = torch.where(small[:, None], self._small_lag_logits(small, j0, tt, lam, key, feats), alpha)
-        alpha = torch.where(tie[:, None], alpha_tie, alpha)
-        logits = (alpha / math.sqrt(self.d_head)).masked_fill(~allowed, float("-inf"))
-        weights = logits.softmax(dim=-1)  # (B, H, C, T), Eq. (79)
-        # value transient at t_j: sum_i w_ji x_i(Delta_ji) = Re sum_m e^{r_m s_j} sum_i w_ji a_im e^{-r_m s_i}
-        rv = val["r"]  # (1, H, 1, 2 d_h)
-        vf = val["a"][:, :, :j1] * _cexp(-rv, s_k)  # (B, H, K, 2 d_h)
-        mix = weights[..., :j1] @ torch.view_as_real(vf).flatten(-2)  # (B, H, C, 2 d_h 2)
-        y = (torch.view_as_complex(mix.unflatten(-1, (-1, 2))) * _cexp(rv, s_q)).real  # (B, H, C, 2 d_h)
-        y = sum(y.chunk(2, -1))  # (B, H, C, d_h): modes + and -
-        if val["crit"].any():
-            y = y + self._critical_values(lag, val, weights)
-        if "vfeat" in feats:  # steady state v_ss,i(t_j) = Re sum_m G_m e^{i lam_m t_j} u_i e^{-i lam_m t_i}
-            mix = (weights @ feats["vfeat"]).view(feats["vgain"][:, :, j0:j1].shape)  # (B, H, C, d_h, 2J)
-            y = y + (feats["vgain"][:, :, j0:j1] * mix).sum(-1)
-        return y, weights, alpha.masked_fill(~allowed, float("-inf"))
-
     @staticmethod
-    def _crit_channels(osc: dict) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Flat channel ids (h * d_h + c), head ids, and omega, zeta (1, 1, 1, N) of the ``crit`` channels."""
-        d = osc["crit"].shape[-1]
-        idx = osc["crit"].reshape(-1).nonzero().squeeze(1)  # (N,)
-        om, ze = (osc[k].reshape(-1)[idx].view(1, 1, 1, -1) for k in ("omega", "zeta"))
-        return idx, idx // d, om, ze
+    def _transient(
+        c: dict, x0: Tensor, v0: Tensor, lag_k: Tensor, lag_q: Tensor
+    ) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor, Tensor, Tensor]]:
+        """Anchored transient of key and value channels (module doc), one ``oscillator_state`` call. ``lag_k is
+        lag_q`` marks the first segment (keys = rows), where only the rows are evaluated.
 
-    @staticmethod
-    def _flat(z: Tensor, idx: Tensor) -> Tensor:
-        """(B, H, T, d_h) -> (B, T, N): the channels idx of the flattened (H d_h) axis."""
-        return z.transpose(1, 2).flatten(2)[..., idx]
+        x0, v0 (B, H, K, 2 d_h) at t_i; lag_k (B, K) = t_i - tau; lag_q (B, C) = t_j - tau >= 0 ->
+        the two key factors (B, H, K, 2 d_h) (the state (Y, Y') at tau, or the eigenmode amplitudes there) and
+        the propagator (P11, P12, P21, P22) (B, H, C, 2 d_h): [x; x'](t_j) = P [factor 1; factor 2]."""
+        kk, cc = lag_k.shape[1], lag_q.shape[1]
+        first = lag_k is lag_q  # first segment: the keys are the rows, so P(-a) = P(a)^{-1} gives their state
+        x_unit, v_unit = (torch.full_like(x0[:, :, :1], z).expand(-1, -1, cc, -1) for z in (0.0, 1.0))  # (0, 1)
+        if first:  # the response to the state (0, 1) is the propagator's second column (s, c - gamma s)
+            p12, p22 = oscillator_state(lag_q[:, None, :, None], x_unit, v_unit, c["omega"], c["zeta"])
+        else:  # and the keys' own states, carried back from t_i to tau, in the same call
+            lag = torch.cat([-lag_k, lag_q], 1)[:, None, :, None]  # (B, 1, K + C, 1)
+            x, xd = oscillator_state(
+                lag, torch.cat([x0, x_unit], 2), torch.cat([v0, v_unit], 2), c["omega"], c["zeta"]
+            )  # (B, H, K + C, 2 d_h)
+            (y, p12), (yd, p22) = x.split([kk, cc], 2), xd.split([kk, cc], 2)
+        prop = (p22 + 2 * c["gamma"] * p12, p12, -c["omega"].square() * p12, p22)  # first column (c + gamma s, ...)
+        if first:  # P(a)^{-1} = e^{2 gamma a} [[P22, -P12], [-P21, P11]] (det P = e^{-2 gamma a}, the Wronskian)
+            grow = torch.exp(2 * c["gamma"] * lag_q[:, None, :, None])  # <= e^{2 MAX_GROWTH}
+            y, yd = grow * (p22 * x0 - p12 * v0), grow * (prop[0] * v0 - prop[2] * x0)
+        if c["eig"] is None:
+            return y, yd, prop
+        ga, sig, eig = c["gamma"], c["sigma"], c["eig"]
+        b, a = lag_k[:, None, :, None], lag_q[:, None, :, None]
+        half, amp = 0.5 * x0, 0.5 * (v0 + ga * x0) / sig  # a_pm = x0 / 2 +- (v0 + gamma x0) / (2 sigma)
+        y = torch.where(eig, (half + amp) * torch.exp((ga - sig) * b), y)  # a_pm e^{-r_pm (t_i - tau)}
+        yd = torch.where(eig, (half - amp) * torch.exp((ga + sig) * b), yd)
+        e_p, e_m = torch.exp((sig - ga) * a), torch.exp(-(sig + ga) * a)  # e^{r_pm a}
+        modes = (e_p, e_m, (sig - ga) * e_p, -(sig + ga) * e_m)
+        return y, yd, tuple(torch.where(eig, e, p) for e, p in zip(modes, prop, strict=True))
 
-    def _critical_pairs(self, lag: Tensor, key: dict, pq: Tensor, rq: Tensor) -> Tensor:
-        """<pq_j, x_i'(Delta)> + <rq_j, x_i(Delta)> (B, H, C, T) summed over the near-critical key channels only,
-        with per-pair states from ``oscillator_state`` (its series branch is exact at zeta = 1)."""
-        idx, heads, om, ze = self._crit_channels(key)
-        xh, vh = oscillator_state(lag[..., None], self._flat(key["x0"], idx)[:, None],
-                                  self._flat(key["v0"], idx)[:, None], om, ze)  # (B, C, T, N)
-        part = self._flat(pq, idx)[:, :, None] * vh + self._flat(rq, idx)[:, :, None] * xh  # (B, C, T, N)
-        b, c, t, _ = part.shape
-        out = part.new_zeros(b, c, t, self.n_heads).index_add(3, heads, part)  # (B, C, T, H)
-        return out.permute(0, 3, 1, 2)
-
-    def _critical_values(self, lag: Tensor, val: dict, weights: Tensor) -> Tensor:
-        """sum_i w_ji x_i(Delta_ji) (B, H, C, d_h) on the near-critical value channels (zero elsewhere)."""
-        idx, heads, om, ze = self._crit_channels(val)
-        xv, _ = oscillator_state(lag[..., None], self._flat(val["x0"], idx)[:, None],
-                                 self._flat(val["v0"], idx)[:, None], om, ze)  # (B, C, T, N)
-        part = torch.einsum("bnji,bjin->bjn", weights[:, heads], xv)  # (B, C, N)
-        b, h, c, d = weights.shape[0], self.n_heads, weights.shape[2], val["x0"].shape[-1]
-        out = part.new_zeros(b, c, h * d).index_add(2, idx, part)  # (B, C, H d_h)
-        return out.view(b, c, h, d).transpose(1, 2)
-
-    def _small_lag_logits(self, small: Tensor, j0: int, tt: Tensor, lam: Tensor, key: dict, feats: dict) -> Tensor:
-        """alpha (B, H, C, T) on the pairs marked ``small`` (zero elsewhere) by n_gauss-point Gauss-Legendre."""
-        b, c, n = small.shape
-        bi, jj, ii = small.nonzero(as_tuple=True)  # (P,) each
-        out = torch.zeros(b, c, n, self.n_heads, dtype=tt.dtype, device=tt.device)
-        if bi.numel() == 0:
-            return out.permute(0, 3, 1, 2)
-        nodes, wts = gauss_legendre(self.n_gauss, tt.dtype, tt.device)  # (G,)
-        s = (tt[bi, j0 + jj] - tt[bi, ii])[:, None] * nodes  # (P, G) lags of the nodes
-        tau = (tt[bi, ii][:, None] + s)[:, None, :, None] * lam[None, :, None]  # (P, H, G, J): lam_k tau
-        rot = torch.polar(torch.ones_like(tau), -tau)  # e^{-i lam_k tau}
-        qv = torch.einsum("phgk,phck->phgc", rot, feats["zc"][bi, :, j0 + jj]).real  # (P, H, G, d_h): q_j(tau)
-        kv, _ = oscillator_state(s[:, None, :, None], key["x0"][bi, :, ii][:, :, None],
-                                 key["v0"][bi, :, ii][:, :, None], key["omega"], key["zeta"])  # (P, H, G, d_h)
-        if key["u"] is not None:  # + Re sum_m u_i G_m e^{i lam_m s}
-            phase = s[:, None, :, None] * lam[None, :, None]  # (P, H, G, J)
-            ss = torch.einsum("phgm,hmc->phgc", torch.polar(torch.ones_like(phase), phase), key["g"])
-            kv = kv + (ss * key["u"][bi, :, ii][:, :, None]).real
-        vals = ((qv * kv).sum(-1) * wts).sum(-1)  # (P, H)
-        return out.index_put((bi, jj, ii), vals).permute(0, 3, 1, 2)
+    def _batch_block(
+        self,
+        tt: Tensor,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        lam: Tensor,
+        key: dict,
+        val: dict,
+        trans: dict,
+        segments: list[tuple[int, int]],
+        rho: float,
+        need_weights: bool,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """One block of batch rows: (y (B, H, T, d_h), and when ``need_weights`` the weights and logits (B, H, T, T)
+        and the query coefficients (B, H, T, J, d_h, 2) = (A, B); empty otherwise)."""
+        b, h, n, d = q.shape
+        driven = key["w_u"] is not None
+        coef, qd, zeta = query_factors(tt, q, lam, self.ridge, driven)  # (B, H, T, J, d_h, 2) x 2, (B, H, T, d_h, J, 2)
+        zeta = zeta.flatten(-2)  # (B, H, T, d_h, 2J)
+        pq, rq, q_now = torch.einsum("bhtcy,hcyo->bhtco", zeta, key["qcoef"]).unbind(-1)  # (B, H, T, d_h) each
+        theta = tt[:, None, :, None] * lam[:, None]  # (B, H, T, J): lam_k t
+        rot = torch.polar(torch.ones_like(theta), theta)[:, :, :, :, None]  # e^{i lam_k t}  (B, H, T, J, 1)
+        # key factors: K_i = kappa_i e^{i lam t_i} and conj X_i = conj(G u_i) e^{i lam t_i}, (B, H, T, J d_h 2)
+        # each, and the anchor state x0, v0
+        n_o = 2 if driven else 1
+        k_out = (k @ key["proj"]).split([coef.shape[-3] * d * 2] * n_o + [d, d], -1)  # (B, H, T, J d_h 2 | d_h)
+        k_parts = list(k_out[:n_o])  # kappa_i without its secular term, conj(G u_i)
+        if driven:  # kappa's secular term -(s_i / 2) conj(G u_i)
+            k_parts[0] = torch.addcmul(k_parts[0], (tt - tt[:, :1])[:, None, :, None], k_parts[1], value=-0.5)
+        k_parts = [torch.view_as_real(torch.view_as_complex(z.view(coef.shape)) * rot).flatten(3) for z in k_parts]
+        q_parts = [z.flatten(3) for z in ((coef, qd) if driven else (coef,))]  # (B, H, T, J d_h 2) each
+        v_out = (v @ val["proj"]).split([d, d, v_out_ss := val["proj"].shape[-1] - 2 * d], -1)  # x0, v0, G u
+        x0 = torch.cat([k_out[-2], v_out[0]], -1)  # (B, H, T, 2 d_h): key channels, then value channels
+        v0 = torch.cat([k_out[-1], v_out[1]], -1)
+        v_parts = []
+        if driven:  # value steady state: Re sum_m e^{i lam_m t_j} sum_i w_ji (G_m u_i e^{-i lam_m t_i})
+            gu = torch.view_as_complex(v_out[2].view(b, h, n, d, v_out_ss // (2 * d), 2))  # (B, H, T, d_h, J)
+            v_parts.append(torch.view_as_real(gu * rot.mT.conj()).flatten(3))  # (B, H, T, d_h J 2)
+            phase = torch.view_as_real(rot[..., 0]) * rot.real.new_tensor([1.0, -1.0])  # Re(a b) = <a, (b_r, -b_i)>
+            phase = phase.flatten(-2)[..., None]  # (B, H, T, 2J, 1)
+        sp_index, sp_alpha = special_pairs(
+            tt, rho, self.small_lag, self.n_gauss, q_now, k, coef, k_out[-2], k_out[-1], lam, key
+        )  # ties and tiny lags: (3, P), (P, H)
+        scale, block = 1 / math.sqrt(d), min(self.chunk_size or ROW_BLOCK, ROW_BLOCK)
+        ys, ws, ls = [], [], []
+        for j0, j1 in segments:
+            tau = tt[:, j0 : j0 + 1]  # (B, 1) anchor
+            lag_q = tt[:, j0:j1] - tau  # (B, C)
+            lag_k = lag_q if j0 == 0 else tt[:, :j1] - tau  # (B, K)
+            kf1, kf2, prop = self._transient(trans, _tokens(x0, 0, j1), _tokens(v0, 0, j1), lag_k, lag_q)
+            (kf1, vf1), (kf2, vf2) = kf1.split(d, -1), kf2.split(d, -1)  # key channels, value channels
+            (p11, g11), (p12, g12), (p21, _), (p22, _) = (p.split(d, -1) for p in prop)
+            f1 = _tokens(rq, j0, j1) * p11 + _tokens(pq, j0, j1) * p21  # -F(Delta) = -(pq x' + rq x) (module doc)
+            f2 = _tokens(rq, j0, j1) * p12 + _tokens(pq, j0, j1) * p22
+            sel = (sp_index[1] >= j0) & (sp_index[1] < j1)
+            idx = sp_index[:, sel] - torch.tensor([[0], [j0], [0]], device=sp_index.device)
+            q_seg = [_tokens(z, j0, j1) for z in q_parts] + [-torch.cat([f1, f2], -1)]  # (B, H, C, .)
+            k_seg = [_tokens(z, 0, j1) for z in k_parts] + [torch.cat([kf1, kf2], -1)]  # (B, H, K, .)
+            v_seg = [torch.cat([vf1, vf2], -1)] + [_tokens(z, 0, j1) for z in v_parts]
+            mix, w, lg = causal_core(
+                q_seg, k_seg, v_seg, sp_alpha[sel], tt, j0, idx, scale, rho, self.small_lag, block, need_weights
+            )  # (B, H, C, 2 d_h), (B, H, C, d_h J 2)
+            mix_1, mix_2 = mix[0].split(d, -1)
+            y = g11 * mix_1 + g12 * mix_2  # value transient at t_j
+            if driven:
+                y = y + (mix[1].view(b, h, j1 - j0, d, -1) @ _tokens(phase, j0, j1)).squeeze(-1)
+            ys, ws, ls = ys + [y], ws + [w], ls + [lg]
+        return torch.cat(ys, 2), torch.cat(ws, 2), torch.cat(ls, 2), coef if need_weights else coef.new_empty(0)
