@@ -23,16 +23,33 @@ from oscrepro.tables.runs import compose_run
 from oscrepro.train import read_checkpoint, train
 from oscrepro.utils.run_record import run_dir as run_dir_of
 
-SHORT = ["trainer.max_epochs=2", "trainer.limit_val_batches=3", "trainer.limit_test_batches=2",
-         "trainer.enable_progress_bar=false", "trainer.log_every_n_steps=5"]
+SHORT = [
+    "trainer.max_epochs=2",
+    "trainer.limit_val_batches=3",
+    "trainer.limit_test_batches=2",
+    "trainer.enable_progress_bar=false",
+    "trainer.log_every_n_steps=5",
+]
 CASES: dict[str, list[str]] = {
     "sva": ["experiment=fqo/sva", "attention=softmax", "budget=smoke", *SHORT, "trainer.limit_train_batches=12"],
     "sva_clip_accumulate_step_schedule": [
-        "experiment=fqo/sva", "attention=softmax", "budget=smoke", *SHORT, "trainer.limit_train_batches=11",
-        "trainer.gradient_clip_val=0.05", "+trainer.accumulate_grad_batches=3", "+lr_schedule=cosine"],
+        "experiment=fqo/sva",
+        "attention=softmax",
+        "budget=smoke",
+        *SHORT,
+        "trainer.limit_train_batches=11",
+        "trainer.gradient_clip_val=0.05",
+        "+trainer.accumulate_grad_batches=3",
+        "+lr_schedule=cosine",
+    ],
     "sva_epoch_schedule": [
-        "experiment=fqo/sva", "attention=softmax", "budget=smoke", *SHORT, "trainer.limit_train_batches=7",
-        "task.scheduler={_target_: torch.optim.lr_scheduler.CosineAnnealingLR, _partial_: true}"],
+        "experiment=fqo/sva",
+        "attention=softmax",
+        "budget=smoke",
+        *SHORT,
+        "trainer.limit_train_batches=7",
+        "task.scheduler={_target_: torch.optim.lr_scheduler.CosineAnnealingLR, _partial_: true}",
+    ],
     "xor": ["experiment=osciformer/xor", "budget=smoke", *SHORT, "trainer.limit_train_batches=6"],
 }
 WALL_KEYS = ("train_wall_time_s", "time/")  # metric keys and history columns that are wall-clock readings
@@ -80,13 +97,18 @@ def fingerprint(run_dir: Path) -> dict[str, Any]:
     rng = {k: v for k, v in ckpt["callbacks"].items() if k.startswith("RngStateCheckpoint")}
     metrics = json.loads((run_dir / "metrics.json").read_text())
     history = history_text(run_dir / "history.csv")
-    return {"status": json.loads((run_dir / "status.json").read_text())["status"],
-            "metrics": {k: v for k, v in sorted(metrics.items()) if not k.startswith(WALL_KEYS)},
-            "history_rows": history.count("\n") - 1, "history_sha256": hashlib.sha256(history.encode()).hexdigest(),
-            "weights_sha256": digest(ckpt["state_dict"]),
-            "optimizer_sha256": digest([ckpt["optimizer_states"], ckpt["lr_schedulers"]]),
-            "loops_sha256": digest(ckpt["loops"]), "rng_sha256": digest(rng),
-            "epoch": ckpt["epoch"], "global_step": ckpt["global_step"]}
+    return {
+        "status": json.loads((run_dir / "status.json").read_text())["status"],
+        "metrics": {k: v for k, v in sorted(metrics.items()) if not k.startswith(WALL_KEYS)},
+        "history_rows": history.count("\n") - 1,
+        "history_sha256": hashlib.sha256(history.encode()).hexdigest(),
+        "weights_sha256": digest(ckpt["state_dict"]),
+        "optimizer_sha256": digest([ckpt["optimizer_states"], ckpt["lr_schedulers"]]),
+        "loops_sha256": digest(ckpt["loops"]),
+        "rng_sha256": digest(rng),
+        "epoch": ckpt["epoch"],
+        "global_step": ckpt["global_step"],
+    }
 
 
 def run_case(name: str, results_dir: Path) -> tuple[dict[str, Any], Path]:
@@ -101,5 +123,8 @@ def run_case(name: str, results_dir: Path) -> tuple[dict[str, Any], Path]:
 
 def machine() -> dict[str, str]:
     """What a bit-exact CPU result depends on besides the code: torch's version and the CPU kernels it picks."""
-    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "machine": platform.machine()}
+    return {
+        "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "machine": platform.machine(),
+    }
