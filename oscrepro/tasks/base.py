@@ -8,6 +8,10 @@ gradient clipping through Lightning's precision plugin, ``optimizer.step()``, ``
 epoch-interval scheduler steps once at the end of every training epoch. The trainer config keeps its keys
 (``gradient_clip_val``, ``gradient_clip_algorithm``, ``accumulate_grad_batches``): :func:`oscrepro.train.make_trainer`
 hands them to the task (:meth:`BaseTask.configure_loop`) instead of to Lightning.
+
+Per batch, Lightning's loop around that step is made lean at ``on_fit_start`` (:mod:`oscrepro.tasks.lean`: hooks
+resolved once per epoch, backward and step without the hook dispatch nothing listens to, a throttled progress bar);
+``lean_loop = False`` trains with Lightning's stock per-batch code, which gives the same run bit for bit.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from typing import Any
 import lightning as L
 import torch
 from torch import Tensor, nn
+
+from oscrepro.tasks import lean
 
 
 class DivergedError(RuntimeError):
@@ -41,6 +47,8 @@ class BaseTask(L.LightningModule):
     global step the loss is replaced by NaN so the divergence path can be exercised end to end.
     """
 
+    lean_loop: bool = True  # False: Lightning's stock per-batch code (the reference tests/unit/tasks/test_lean.py uses)
+
     def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., Any] | None = None, debug_nan_step: int | None = None,
                  scheduler_interval: str = "epoch") -> None:
@@ -56,6 +64,7 @@ class BaseTask(L.LightningModule):
         self.gradient_clip_val: float | None = None
         self.gradient_clip_algorithm: str = "norm"
         self.accumulate_grad_batches: int = 1
+        self._direct = False  # backward and step without Lightning's hook dispatch (on_fit_start decides)
         # the epoch's loss accumulators; also set here because a resume in the middle of an epoch (a step-based run
         # checkpointed at a validation) enters the epoch without calling on_train_epoch_start
         self._loss_sum, self._loss_n = torch.zeros(()), 0
@@ -80,13 +89,20 @@ class BaseTask(L.LightningModule):
         self.log_train_loss(loss, self.batch_size(batch))
         acc = self.accumulate_grad_batches
         objective = loss * self.shard_weight(batch) if self.trainer.world_size > 1 else loss
-        self.manual_backward(objective / acc if acc > 1 else objective)
+        objective = objective / acc if acc > 1 else objective
+        if self._direct:
+            lean.direct_backward(objective)
+        else:
+            self.manual_backward(objective)
         if acc == 1 or (batch_idx + 1) % acc == 0 or self.trainer.is_last_batch:
             opt = self.optimizers()
             if self.gradient_clip_val:
                 self.clip_gradients(opt, gradient_clip_val=self.gradient_clip_val,
                                     gradient_clip_algorithm=self.gradient_clip_algorithm)
-            opt.step()
+            if self._direct:
+                lean.direct_step(opt)
+            else:
+                opt.step()
             opt.zero_grad(set_to_none=True)
             if self.scheduler_interval == "step" and self.scheduler_factory is not None:
                 self.lr_schedulers().step()
@@ -112,6 +128,10 @@ class BaseTask(L.LightningModule):
         every = self.all_gather(padded)  # (world, max n, ...)
         return torch.cat([every[r, :k] for r, k in enumerate(sizes)])
 
+    def on_fit_start(self) -> None:
+        """The lean per-batch path (module docstring), unless ``lean_loop`` is off."""
+        self._direct = self.lean_loop and lean.install(self.trainer) and lean.direct_step_ok(self.trainer)
+
     def on_train_epoch_start(self) -> None:
         self._loss_sum, self._loss_n = torch.zeros((), device=self.device), 0
 
@@ -123,7 +143,12 @@ class BaseTask(L.LightningModule):
         connector writes (``log_every_n_steps``), the epoch mean is accumulated here as Lightning does (float32
         sum of loss x batch size over the summed batch size).
         """
-        self._loss_sum = self._loss_sum.to(loss.device) + loss.detach().float() * batch_size  # on the loss' device
+        value = loss.detach()
+        if value.dtype != torch.float32:  # .float() of a float32 tensor is the tensor itself
+            value = value.float()
+        if self._loss_sum.device != value.device:  # a resume inside an epoch starts from __init__'s CPU zero
+            self._loss_sum = self._loss_sum.to(value.device)
+        self._loss_sum.add_(value * batch_size)  # the same float32 sum, in place (no nn.Module.__setattr__)
         self._loss_n += batch_size
         if self.trainer._logger_connector.should_update_logs or self.trainer.fast_dev_run:
             self.log("train/loss_step", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=batch_size)
