@@ -12,8 +12,16 @@ from oscrepro.bench.loop import MODELS, measure
 
 def test_loop_benchmark_rows_are_consistent():
     row = measure("sva", MODELS["sva"], budget="smoke", steps=6, warmup=2, repeats=1, bf16=True)
-    for key in ("loop ms/step", "bare ms/step", "stock loop ms/step", "loop / bare (cpu)", "stock loop / bare (cpu)",
-                "val loop s", "val bare s", "bf16 bare ms/step"):
+    for key in (
+        "loop ms/step",
+        "bare ms/step",
+        "stock loop ms/step",
+        "loop / bare (cpu)",
+        "stock loop / bare (cpu)",
+        "val loop s",
+        "val bare s",
+        "bf16 bare ms/step",
+    ):
         assert math.isfinite(row[key]) and row[key] > 0, key
     assert row["loop / bare"] == pytest.approx(row["loop ms/step"] / row["bare ms/step"])
     assert row["stock loop / bare"] == pytest.approx(row["stock loop ms/step"] / row["bare ms/step"])

@@ -79,21 +79,53 @@ class Recorder(L.Callback):
         return record
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
-        self.seen.append(("batch_start", batch_idx, trainer.global_step, module._current_fx_name, len(batch[0])))
+        lc = trainer._logger_connector  # the metric dicts as the previous batch's end left them (not recomputed)
+        stored = [
+            {k: float(v) for k, v in d.items()}
+            for d in (lc._callback_metrics, lc._logged_metrics, lc._progress_bar_metrics)
+        ]
+        self.seen.append(
+            ("batch_start", batch_idx, trainer.global_step, module._current_fx_name, len(batch[0]), stored)
+        )
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-        self.seen.append(("batch_end", batch_idx, trainer.global_step, module._current_fx_name,
-                          float(outputs["loss"]), trainer.is_last_batch))
+        self.seen.append(
+            (
+                "batch_end",
+                batch_idx,
+                trainer.global_step,
+                module._current_fx_name,
+                float(outputs["loss"]),
+                trainer.is_last_batch,
+            )
+        )
 
 
 def _recorded(compose, tmp_path: Path, lean_loop: bool, step_hooks: bool) -> tuple[list[tuple[Any, ...]], bool]:
-    cfg = compose(["experiment=fqo/sva", "attention=softmax", "budget=smoke", "trainer.limit_train_batches=5",
-                   "trainer.limit_val_batches=1", "trainer.max_epochs=2", f"paths.results_dir={tmp_path}"])
+    cfg = compose(
+        [
+            "experiment=fqo/sva",
+            "attention=softmax",
+            "budget=smoke",
+            "trainer.limit_train_batches=5",
+            "trainer.limit_val_batches=1",
+            "trainer.max_epochs=2",
+            "trainer.log_every_n_steps=2",
+            f"paths.results_dir={tmp_path}",
+        ]
+    )
     dm, _, task = build(cfg)
     task.lean_loop = lean_loop
     recorder = Recorder(step_hooks)
-    trainer = make_trainer(cfg, task, logger=False, enable_checkpointing=False, callbacks=[recorder],
-                           default_root_dir=str(tmp_path), accumulate_grad_batches=2)
+    trainer = make_trainer(
+        cfg,
+        task,
+        logger=False,
+        enable_checkpointing=False,
+        callbacks=[recorder],
+        default_root_dir=str(tmp_path),
+        accumulate_grad_batches=2,
+    )
     trainer.fit(task, datamodule=dm)
     return recorder.seen, isinstance(trainer.fit_loop.epoch_loop, lean.LeanEpochLoop) and task._direct
 
@@ -104,6 +136,36 @@ def test_callbacks_see_the_stock_loop_call_for_call(step_hooks, compose, tmp_pat
     got, direct = _recorded(compose, tmp_path / "lean", lean_loop=True, step_hooks=step_hooks)
     assert not stock_lean and direct is not step_hooks  # observed backward/step hooks keep Lightning's calls
     assert len(got) == len(stock) > 10 and got == stock
+
+
+def _weights_after_fit(compose, tmp_path: Path, **trainer_kwargs: Any) -> tuple[list[Any], L.Trainer]:
+    cfg = compose(["experiment=fqo/sva", "attention=softmax", "budget=smoke", f"paths.results_dir={tmp_path}"])
+    dm, _, task = build(cfg)
+    trainer = make_trainer(
+        cfg, task, logger=False, enable_checkpointing=False, default_root_dir=str(tmp_path), **trainer_kwargs
+    )
+    trainer.fit(task, datamodule=dm)
+    return [p.detach().clone() for p in task.parameters()], trainer
+
+
+def test_progress_bar_run_is_throttled_and_trains_the_same(compose, tmp_path, lean_calls):
+    import torch
+
+    plain, _ = _weights_after_fit(compose, tmp_path / "plain", enable_progress_bar=False)
+    with_bar, trainer = _weights_after_fit(compose, tmp_path / "bar", enable_progress_bar=True)
+    assert type(trainer.progress_bar_callback) is lean.ThrottledProgressBar
+    assert all(torch.equal(a, b) for a, b in zip(plain, with_bar, strict=True))
+
+
+def test_a_profiled_run_takes_lightnings_own_path(compose, tmp_path, lean_calls):
+    import torch
+
+    lean_run, _ = _weights_after_fit(compose, tmp_path / "lean", enable_progress_bar=False)
+    seen = dict(lean_calls)
+    assert seen["lean batches"] > 0 and seen["direct steps"] > 0
+    profiled, trainer = _weights_after_fit(compose, tmp_path / "profiled", enable_progress_bar=False, profiler="simple")
+    assert isinstance(trainer.fit_loop.epoch_loop, lean.LeanEpochLoop) and lean_calls == seen  # no lean batch
+    assert all(torch.equal(a, b) for a, b in zip(lean_run, profiled, strict=True))
 
 
 def test_throttled_progress_bar_redraws_at_its_period_and_at_the_end(monkeypatch):
@@ -119,3 +181,19 @@ def test_throttled_progress_bar_redraws_at_its_period_and_at_the_end(monkeypatch
     bar.disable()
     now[0] += lean.REFRESH_S
     assert not bar._should_update(50, 50)
+
+
+def test_epoch_loss_sum_is_the_float32_tensor_sum_bit_for_bit():
+    """BaseTask.log_train_loss sums in NumPy float32 what Lightning summed in 0-dim float32 tensors."""
+    import numpy as np
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    losses = torch.rand(2000, generator=gen) * 3 + torch.rand(2000, generator=gen) * 1e-3  # (N,) float32
+    sizes = torch.randint(1, 65, (2000,), generator=gen).tolist()
+    reference, total = torch.zeros(()), np.float32(0)
+    for loss, n in zip(losses, sizes, strict=True):
+        reference = reference + loss.float() * n
+        total = total + np.float32(loss.item()) * np.float32(n)
+    assert torch.tensor(total, dtype=torch.float32).view(torch.int32) == reference.view(torch.int32)
+    assert float(reference) != float(losses.double() @ torch.tensor(sizes, dtype=torch.float64))  # rounding matters
