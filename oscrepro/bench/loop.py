@@ -112,11 +112,19 @@ def loop_step_s(cfg: Any, steps: int, warmup: int, root: Path, lean: bool = True
     task.lean_loop = lean
     timer = StepTimer(warmup)
     trainer = make_trainer(
-        cfg, task, max_epochs=1, limit_train_batches=steps, limit_val_batches=0, default_root_dir=str(root),
-        logger=[CSVLogger(save_dir=str(root), name="", version="logs")], callbacks=[*callbacks(root), timer])
+        cfg,
+        task,
+        max_epochs=1,
+        limit_train_batches=steps,
+        limit_val_batches=0,
+        default_root_dir=str(root),
+        logger=[CSVLogger(save_dir=str(root), name="", version="logs")],
+        callbacks=[*callbacks(root), timer],
+    )
     trainer.fit(task, datamodule=dm)
-    val_trainer = make_trainer(cfg, task, logger=False, enable_checkpointing=False, limit_val_batches=steps,
-                               default_root_dir=str(root))
+    val_trainer = make_trainer(
+        cfg, task, logger=False, enable_checkpointing=False, limit_val_batches=steps, default_root_dir=str(root)
+    )
     t0 = time.perf_counter()
     val_trainer.validate(task, datamodule=dm, verbose=False)
     return timer.per_step, time.perf_counter() - t0
@@ -134,12 +142,19 @@ def bare_val_s(cfg: Any, steps: int) -> float:
     return time.perf_counter() - t0
 
 
-def measure(name: str, overrides: list[str], budget: str, steps: int, warmup: int, repeats: int,
-            bf16: bool = False) -> dict[str, Any]:
+def measure(
+    name: str, overrides: list[str], budget: str, steps: int, warmup: int, repeats: int, bf16: bool = False
+) -> dict[str, Any]:
     """One model: loop, stock loop and bare times (medians over ``repeats`` alternations in this process)."""
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = compose_run([*overrides, f"budget={budget}", path_override("paths.results_dir", tmp),
-                           "trainer.enable_progress_bar=false"])
+        cfg = compose_run(
+            [
+                *overrides,
+                f"budget={budget}",
+                path_override("paths.results_dir", tmp),
+                "trainer.enable_progress_bar=false",
+            ]
+        )
         loops, stocks, bares, vals, bare_vals, bf16s = [], [], [], [], [], []
         for r in range(repeats):  # alternate so that background load hits all of them
             loop, val = loop_step_s(cfg, steps, warmup, Path(tmp) / f"r{r}")
@@ -150,29 +165,52 @@ def measure(name: str, overrides: list[str], budget: str, steps: int, warmup: in
             if bf16:
                 bf16s.append(bare_step_s(cfg, steps, warmup, bf16=True)[0])
     (loop, loop_cpu), (stock, stock_cpu), (bare, bare_cpu) = (
-        (statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts)) for ts in (loops, stocks, bares))
+        (statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts)) for ts in (loops, stocks, bares)
+    )
     val, bval = statistics.median(vals), statistics.median(bare_vals)
-    print(f"[bench.loop] {name}: loop {1e3 * loop:.2f} ms/step, stock loop {1e3 * stock:.2f}, bare {1e3 * bare:.2f} "
-          f"ms/step: overhead {100 * (loop / bare - 1):+.0f} % (stock {100 * (stock / bare - 1):+.0f} %)", flush=True)
-    return {"model": name, "overrides": " ".join(overrides), "batch": int(cfg.data.batch_size), "steps": steps,
-            "threads": torch.get_num_threads(), "loop ms/step": 1e3 * loop, "bare ms/step": 1e3 * bare,
-            "loop / bare": loop / bare, "overhead %": 100 * (loop / bare - 1),
-            "stock loop ms/step": 1e3 * stock, "stock loop / bare": stock / bare,
-            "loop / bare (cpu)": loop_cpu / bare_cpu, "stock loop / bare (cpu)": stock_cpu / bare_cpu,
-            "val loop s": val, "val bare s": bval, "val loop / bare": val / bval,
-            **({"bf16 bare ms/step": 1e3 * statistics.median(bf16s),
-                "bf16 speed-up": bare / statistics.median(bf16s)} if bf16 else {})}
+    print(
+        f"[bench.loop] {name}: loop {1e3 * loop:.2f} ms/step, stock loop {1e3 * stock:.2f}, bare {1e3 * bare:.2f} "
+        f"ms/step: overhead {100 * (loop / bare - 1):+.0f} % (stock {100 * (stock / bare - 1):+.0f} %)",
+        flush=True,
+    )
+    return {
+        "model": name,
+        "overrides": " ".join(overrides),
+        "batch": int(cfg.data.batch_size),
+        "steps": steps,
+        "threads": torch.get_num_threads(),
+        "loop ms/step": 1e3 * loop,
+        "bare ms/step": 1e3 * bare,
+        "loop / bare": loop / bare,
+        "overhead %": 100 * (loop / bare - 1),
+        "stock loop ms/step": 1e3 * stock,
+        "stock loop / bare": stock / bare,
+        "loop / bare (cpu)": loop_cpu / bare_cpu,
+        "stock loop / bare (cpu)": stock_cpu / bare_cpu,
+        "val loop s": val,
+        "val bare s": bval,
+        "val loop / bare": val / bval,
+        **(
+            {"bf16 bare ms/step": 1e3 * statistics.median(bf16s), "bf16 speed-up": bare / statistics.median(bf16s)}
+            if bf16
+            else {}
+        ),
+    }
 
 
 def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
-    head = [f"# Training-loop overhead (budget={args.budget})", "",
-            f"- **Protocol:** `python -m oscrepro.bench.loop {' '.join(args.argv)}`: per model (training batches, "
-            f"untimed warm-up) {args.steps or {m: STEPS[m] for m in args.models}}, median of {args.repeats} "
-            "alternations of loop, stock loop and bare in one process; validation timed separately (one validation "
-            "epoch, up to the same number of batches). Loop: the run's loop (Lightning with the lean per-batch path, "
-            "oscrepro.tasks.lean); stock loop: Lightning's own per-batch code, the same run bit for bit; cpu: the "
-            "ratios in process CPU time.",
-            f"{device_line()}; CPU kernels {torch.backends.cpu.get_cpu_capability()}", ""]
+    head = [
+        f"# Training-loop overhead (budget={args.budget})",
+        "",
+        f"- **Protocol:** `python -m oscrepro.bench.loop {' '.join(args.argv)}`: per model (training batches, "
+        f"untimed warm-up) {args.steps or {m: STEPS[m] for m in args.models}}, median of {args.repeats} "
+        "alternations of loop, stock loop and bare in one process; validation timed separately (one validation "
+        "epoch, up to the same number of batches). Loop: the run's loop (Lightning with the lean per-batch path, "
+        "oscrepro.tasks.lean); stock loop: Lightning's own per-batch code, the same run bit for bit; cpu: the "
+        "ratios in process CPU time.",
+        f"{device_line()}; CPU kernels {torch.backends.cpu.get_cpu_capability()}",
+        "",
+    ]
     cols = list(rows[0])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
@@ -181,8 +219,9 @@ def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m oscrepro.bench.loop", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m oscrepro.bench.loop", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--budget", default="cpu")
     parser.add_argument("--steps", type=int, default=None, help=f"default per model: {STEPS}")
@@ -193,9 +232,18 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.argv = argv if argv is not None else __import__("sys").argv[1:]
     quiet_third_party()
-    rows = [measure(m, MODELS[m], args.budget, args.steps or STEPS[m][0],
-                    args.warmup if args.warmup is not None else STEPS[m][1], args.repeats, args.bf16)
-            for m in args.models]
+    rows = [
+        measure(
+            m,
+            MODELS[m],
+            args.budget,
+            args.steps or STEPS[m][0],
+            args.warmup if args.warmup is not None else STEPS[m][1],
+            args.repeats,
+            args.bf16,
+        )
+        for m in args.models
+    ]
     text = render(rows, args)
     emit(text, args.out)
 

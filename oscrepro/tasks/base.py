@@ -50,9 +50,14 @@ class BaseTask(L.LightningModule):
 
     lean_loop: bool = True  # False: Lightning's stock per-batch code (the reference tests/unit/tasks/test_lean.py uses)
 
-    def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
-                 scheduler: Callable[..., Any] | None = None, debug_nan_step: int | None = None,
-                 scheduler_interval: str = "epoch") -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: Callable[..., torch.optim.Optimizer],
+        scheduler: Callable[..., Any] | None = None,
+        debug_nan_step: int | None = None,
+        scheduler_interval: str = "epoch",
+    ) -> None:
         super().__init__()
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError(f"task.scheduler_interval={scheduler_interval!r}; valid: epoch, step")
@@ -70,8 +75,12 @@ class BaseTask(L.LightningModule):
         # checkpointed at a validation) enters the epoch without calling on_train_epoch_start
         self._loss_sum, self._loss_n = np.float32(0), 0
 
-    def configure_loop(self, gradient_clip_val: float | None = None, gradient_clip_algorithm: str | None = "norm",
-                       accumulate_grad_batches: int = 1) -> None:
+    def configure_loop(
+        self,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = "norm",
+        accumulate_grad_batches: int = 1,
+    ) -> None:
         """The trainer config's clipping and accumulation, applied by :meth:`training_step`."""
         if accumulate_grad_batches < 1:
             raise ValueError(f"trainer.accumulate_grad_batches={accumulate_grad_batches}: must be >= 1")
@@ -98,8 +107,9 @@ class BaseTask(L.LightningModule):
         if acc == 1 or (batch_idx + 1) % acc == 0 or self.trainer.is_last_batch:
             opt = self.optimizers()
             if self.gradient_clip_val:
-                self.clip_gradients(opt, gradient_clip_val=self.gradient_clip_val,
-                                    gradient_clip_algorithm=self.gradient_clip_algorithm)
+                self.clip_gradients(
+                    opt, gradient_clip_val=self.gradient_clip_val, gradient_clip_algorithm=self.gradient_clip_algorithm
+                )
             if self._direct:
                 lean.direct_step(opt)
             else:
