@@ -87,9 +87,14 @@ def _batches(loader: Any, n: int) -> list[Any]:
     return out
 
 
-def bare_step_s(cfg: Any, steps: int, warmup: int, bf16: bool = False) -> tuple[float, float]:
-    """Mean (wall, CPU) time of forward + backward + optimizer step over pre-fetched training batches (``bf16``:
-    the forward and loss under ``torch.autocast(bfloat16)``, as ``trainer.precision=bf16-mixed`` runs them)."""
+def bare_step_s(cfg: Any, steps: int, warmup: int, bf16: bool = False) -> float:
+    """Mean wall time of forward + backward + optimizer step over pre-fetched training batches (``bf16``: the
+    forward and loss under ``torch.autocast(bfloat16)``, as ``trainer.precision=bf16-mixed`` runs them)."""
+    return bare_step_clocks(cfg, steps, warmup, bf16)[0]
+
+
+def bare_step_clocks(cfg: Any, steps: int, warmup: int, bf16: bool = False) -> tuple[float, float]:
+    """:func:`bare_step_s` as (wall, CPU) seconds per step."""
     dm, _, task = build(cfg)
     batches = _batches(dm.train_dataloader(), steps)
     opt = task.optimizer_factory([p for p in task.parameters() if p.requires_grad])  # the task's optimizer, as
@@ -160,10 +165,10 @@ def measure(
             loop, val = loop_step_s(cfg, steps, warmup, Path(tmp) / f"r{r}")
             loops.append(loop), vals.append(val)
             stocks.append(loop_step_s(cfg, steps, warmup, Path(tmp) / f"s{r}", lean=False)[0])
-            bares.append(bare_step_s(cfg, steps, warmup))
+            bares.append(bare_step_clocks(cfg, steps, warmup))
             bare_vals.append(bare_val_s(cfg, steps))
             if bf16:
-                bf16s.append(bare_step_s(cfg, steps, warmup, bf16=True)[0])
+                bf16s.append(bare_step_s(cfg, steps, warmup, bf16=True))
     (loop, loop_cpu), (stock, stock_cpu), (bare, bare_cpu) = (
         (statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts)) for ts in (loops, stocks, bares)
     )
