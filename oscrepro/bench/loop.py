@@ -11,10 +11,15 @@ model and task are built by :func:`oscrepro.train.build`. Then, in one process a
   the end of the ``warmup``-th batch to the end of the epoch, so data loading, logging, progress bar, per-step
   metrics and the epoch-end checkpoint all count;
 * **bare**: a fresh build (same seed) runs ``task.loss(batch)``, ``backward()``, ``optimizer.step()``,
-  ``zero_grad()`` on batches fetched from the same loader beforehand: the model's own cost.
+  ``zero_grad()`` on batches fetched from the same loader beforehand: the model's own cost;
+* **stock loop**: the loop again with the task's ``lean_loop`` off, i.e. Lightning's own per-batch code
+  (``oscrepro.tasks.lean``), which trains the same run bit for bit: the loop before the lean path, in the same
+  process.
 
-``overhead = loop / bare − 1``. Validation is timed the same way (the run's validation loop against a bare
-``no_grad`` forward over the same batches) and reported separately, since its cadence is one epoch.
+``overhead = loop / bare − 1``. Every time is wall-clock; the ``cpu`` columns are the same ratios in this process's
+CPU time (``time.process_time``), which waiting for a busy core does not inflate (one intra-op thread, so CPU time
+is the step's own work). Validation is timed the same way (the run's validation loop against a bare ``no_grad``
+forward over the same batches) and reported separately, since its cadence is one epoch.
 """
 
 from __future__ import annotations
@@ -44,20 +49,32 @@ MODELS: dict[str, list[str]] = {  # the three loops the fast-runs issue names, a
 STEPS: dict[str, tuple[int, int]] = {"sva": (400, 20), "wikitext2": (30, 3), "torus": (10, 2)}
 
 
+def clocks() -> tuple[float, float]:
+    """(wall, this process's CPU time) in seconds."""
+    return time.perf_counter(), time.process_time()
+
+
+def per_step(t0: tuple[float, float], n: int) -> tuple[float, float]:
+    """(wall, CPU) seconds per step since ``t0`` over ``n`` steps."""
+    t1 = clocks()
+    return (t1[0] - t0[0]) / n, (t1[1] - t0[1]) / n
+
+
 class StepTimer(L.Callback):
-    """Wall time per training batch after ``warmup`` batches, up to the end of the training epoch."""
+    """(wall, CPU) time per training batch after ``warmup`` batches, up to the end of the training epoch."""
 
     def __init__(self, warmup: int) -> None:
-        self.warmup, self.t0, self.n, self.per_step = warmup, 0.0, 0, float("nan")
+        self.warmup, self.t0, self.n = warmup, (0.0, 0.0), 0
+        self.per_step = (float("nan"), float("nan"))
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         self.n += 1
         if self.n == self.warmup:
-            self.t0 = time.perf_counter()
+            self.t0 = clocks()
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.n > self.warmup:
-            self.per_step = (time.perf_counter() - self.t0) / (self.n - self.warmup)
+            self.per_step = per_step(self.t0, self.n - self.warmup)
 
 
 def _batches(loader: Any, n: int) -> list[Any]:
@@ -70,33 +87,48 @@ def _batches(loader: Any, n: int) -> list[Any]:
 
 
 def bare_step_s(cfg: Any, steps: int, warmup: int, bf16: bool = False) -> float:
-    """Mean time of forward + backward + optimizer step over pre-fetched training batches (``bf16``: the forward
-    and loss under ``torch.autocast(bfloat16)``, as ``trainer.precision=bf16-mixed`` runs them)."""
+    """Mean wall time of forward + backward + optimizer step over pre-fetched training batches (``bf16``: the
+    forward and loss under ``torch.autocast(bfloat16)``, as ``trainer.precision=bf16-mixed`` runs them)."""
+    return bare_step_clocks(cfg, steps, warmup, bf16)[0]
+
+
+def bare_step_clocks(cfg: Any, steps: int, warmup: int, bf16: bool = False) -> tuple[float, float]:
+    """:func:`bare_step_s` as (wall, CPU) seconds per step."""
     dm, _, task = build(cfg)
     batches = _batches(dm.train_dataloader(), steps)
     opt = task.optimizer_factory([p for p in task.parameters() if p.requires_grad])  # the task's optimizer, as
     task.train()  # configure_optimizers builds it (its scheduler needs a Trainer and is not timed here)
     for i, b in enumerate(batches):
         if i == warmup:
-            t0 = time.perf_counter()
+            t0 = clocks()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             loss = task.loss(b)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-    return (time.perf_counter() - t0) / (len(batches) - warmup)
+    return per_step(t0, len(batches) - warmup)
 
 
-def loop_step_s(cfg: Any, steps: int, warmup: int, root: Path) -> tuple[float, float]:
-    """(training step in the loop, validation epoch in the loop) in seconds."""
+def loop_step_s(cfg: Any, steps: int, warmup: int, root: Path, lean: bool = True) -> tuple[tuple[float, float], float]:
+    """((wall, CPU) per training step in the loop, validation epoch in the loop) in seconds; ``lean=False``:
+    Lightning's stock per-batch code (the task's ``lean_loop`` off)."""
     dm, _, task = build(cfg)
+    task.lean_loop = lean
     timer = StepTimer(warmup)
     trainer = make_trainer(
-        cfg, task, max_epochs=1, limit_train_batches=steps, limit_val_batches=0, default_root_dir=str(root),
-        logger=[CSVLogger(save_dir=str(root), name="", version="logs")], callbacks=[*callbacks(root), timer])
+        cfg,
+        task,
+        max_epochs=1,
+        limit_train_batches=steps,
+        limit_val_batches=0,
+        default_root_dir=str(root),
+        logger=[CSVLogger(save_dir=str(root), name="", version="logs")],
+        callbacks=[*callbacks(root), timer],
+    )
     trainer.fit(task, datamodule=dm)
-    val_trainer = make_trainer(cfg, task, logger=False, enable_checkpointing=False, limit_val_batches=steps,
-                               default_root_dir=str(root))
+    val_trainer = make_trainer(
+        cfg, task, logger=False, enable_checkpointing=False, limit_val_batches=steps, default_root_dir=str(root)
+    )
     t0 = time.perf_counter()
     val_trainer.validate(task, datamodule=dm, verbose=False)
     return timer.per_step, time.perf_counter() - t0
@@ -114,39 +146,75 @@ def bare_val_s(cfg: Any, steps: int) -> float:
     return time.perf_counter() - t0
 
 
-def measure(name: str, overrides: list[str], budget: str, steps: int, warmup: int, repeats: int,
-            bf16: bool = False) -> dict[str, Any]:
-    """One model: loop and bare times (median over ``repeats`` alternations in this process)."""
+def measure(
+    name: str, overrides: list[str], budget: str, steps: int, warmup: int, repeats: int, bf16: bool = False
+) -> dict[str, Any]:
+    """One model: loop, stock loop and bare times (medians over ``repeats`` alternations in this process)."""
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = compose_run([*overrides, f"budget={budget}", path_override("paths.results_dir", tmp),
-                           "trainer.enable_progress_bar=false"])
-        loops, bares, vals, bare_vals, bf16s = [], [], [], [], []
-        for r in range(repeats):  # alternate so that background load hits both
+        cfg = compose_run(
+            [
+                *overrides,
+                f"budget={budget}",
+                path_override("paths.results_dir", tmp),
+                "trainer.enable_progress_bar=false",
+            ]
+        )
+        loops, stocks, bares, vals, bare_vals, bf16s = [], [], [], [], [], []
+        for r in range(repeats):  # alternate so that background load hits all of them
             loop, val = loop_step_s(cfg, steps, warmup, Path(tmp) / f"r{r}")
             loops.append(loop), vals.append(val)
-            bares.append(bare_step_s(cfg, steps, warmup))
+            stocks.append(loop_step_s(cfg, steps, warmup, Path(tmp) / f"s{r}", lean=False)[0])
+            bares.append(bare_step_clocks(cfg, steps, warmup))
             bare_vals.append(bare_val_s(cfg, steps))
             if bf16:
                 bf16s.append(bare_step_s(cfg, steps, warmup, bf16=True))
-    loop, bare = statistics.median(loops), statistics.median(bares)
+    (loop, loop_cpu), (stock, stock_cpu), (bare, bare_cpu) = (
+        (statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts)) for ts in (loops, stocks, bares)
+    )
     val, bval = statistics.median(vals), statistics.median(bare_vals)
-    print(f"[bench.loop] {name}: loop {1e3 * loop:.2f} ms/step, bare {1e3 * bare:.2f} ms/step, "
-          f"overhead {100 * (loop / bare - 1):+.0f} %", flush=True)
-    return {"model": name, "overrides": " ".join(overrides), "batch": int(cfg.data.batch_size), "steps": steps,
-            "threads": torch.get_num_threads(), "loop ms/step": 1e3 * loop, "bare ms/step": 1e3 * bare,
-            "loop / bare": loop / bare, "overhead %": 100 * (loop / bare - 1),
-            "val loop s": val, "val bare s": bval, "val loop / bare": val / bval,
-            **({"bf16 bare ms/step": 1e3 * statistics.median(bf16s),
-                "bf16 speed-up": bare / statistics.median(bf16s)} if bf16 else {})}
+    print(
+        f"[bench.loop] {name}: loop {1e3 * loop:.2f} ms/step, stock loop {1e3 * stock:.2f}, bare {1e3 * bare:.2f} "
+        f"ms/step: overhead {100 * (loop / bare - 1):+.0f} % (stock {100 * (stock / bare - 1):+.0f} %)",
+        flush=True,
+    )
+    return {
+        "model": name,
+        "overrides": " ".join(overrides),
+        "batch": int(cfg.data.batch_size),
+        "steps": steps,
+        "threads": torch.get_num_threads(),
+        "loop ms/step": 1e3 * loop,
+        "bare ms/step": 1e3 * bare,
+        "loop / bare": loop / bare,
+        "overhead %": 100 * (loop / bare - 1),
+        "stock loop ms/step": 1e3 * stock,
+        "stock loop / bare": stock / bare,
+        "loop / bare (cpu)": loop_cpu / bare_cpu,
+        "stock loop / bare (cpu)": stock_cpu / bare_cpu,
+        "val loop s": val,
+        "val bare s": bval,
+        "val loop / bare": val / bval,
+        **(
+            {"bf16 bare ms/step": 1e3 * statistics.median(bf16s), "bf16 speed-up": bare / statistics.median(bf16s)}
+            if bf16
+            else {}
+        ),
+    }
 
 
 def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
-    head = [f"# Training-loop overhead (budget={args.budget})", "",
-            f"- **Protocol:** `python -m oscrepro.bench.loop {' '.join(args.argv)}`: per model (training batches, "
-            f"untimed warm-up) {args.steps or {m: STEPS[m] for m in args.models}}, median of {args.repeats} "
-            "alternations of loop and bare in one process; validation timed separately (one validation epoch, up "
-            "to the same number of batches).",
-            device_line(), ""]
+    head = [
+        f"# Training-loop overhead (budget={args.budget})",
+        "",
+        f"- **Protocol:** `python -m oscrepro.bench.loop {' '.join(args.argv)}`: per model (training batches, "
+        f"untimed warm-up) {args.steps or {m: STEPS[m] for m in args.models}}, median of {args.repeats} "
+        "alternations of loop, stock loop and bare in one process; validation timed separately (one validation "
+        "epoch, up to the same number of batches). Loop: the run's loop (Lightning with the lean per-batch path, "
+        "oscrepro.tasks.lean); stock loop: Lightning's own per-batch code, the same run bit for bit; cpu: the "
+        "ratios in process CPU time.",
+        f"{device_line()}; CPU kernels {torch.backends.cpu.get_cpu_capability()}",
+        "",
+    ]
     cols = list(rows[0])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
@@ -155,8 +223,9 @@ def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m oscrepro.bench.loop", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m oscrepro.bench.loop", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--budget", default="cpu")
     parser.add_argument("--steps", type=int, default=None, help=f"default per model: {STEPS}")
@@ -167,9 +236,18 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.argv = argv if argv is not None else __import__("sys").argv[1:]
     quiet_third_party()
-    rows = [measure(m, MODELS[m], args.budget, args.steps or STEPS[m][0],
-                    args.warmup if args.warmup is not None else STEPS[m][1], args.repeats, args.bf16)
-            for m in args.models]
+    rows = [
+        measure(
+            m,
+            MODELS[m],
+            args.budget,
+            args.steps or STEPS[m][0],
+            args.warmup if args.warmup is not None else STEPS[m][1],
+            args.repeats,
+            args.bf16,
+        )
+        for m in args.models
+    ]
     text = render(rows, args)
     emit(text, args.out)
 

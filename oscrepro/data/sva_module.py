@@ -50,7 +50,7 @@ class SVADataset(Dataset):
 
     def __getitems__(self, idx: list[int]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """A batch of equal-length sentences (LengthBucketSampler): x (B, T), y (B,), meta {k: (B,)}."""
-        index = torch.as_tensor(idx)
+        index = torch.from_numpy(np.asarray(idx, dtype=np.int64))  # as_tensor(list) parses ints one by one: 4x slower
         t = int(self.lengths[idx[0]])
         return self.ids[index, :t], self.labels[index], {k: v[index] for k, v in self.meta.items()}
 

@@ -8,6 +8,10 @@ gradient clipping through Lightning's precision plugin, ``optimizer.step()``, ``
 epoch-interval scheduler steps once at the end of every training epoch. The trainer config keeps its keys
 (``gradient_clip_val``, ``gradient_clip_algorithm``, ``accumulate_grad_batches``): :func:`oscrepro.train.make_trainer`
 hands them to the task (:meth:`BaseTask.configure_loop`) instead of to Lightning.
+
+Per batch, Lightning's loop around that step is made lean at ``on_fit_start`` (:mod:`oscrepro.tasks.lean`: hooks
+resolved once per epoch, backward and step without the hook dispatch nothing listens to, a throttled progress bar);
+``lean_loop = False`` trains with Lightning's stock per-batch code, which gives the same run bit for bit.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ from collections.abc import Callable
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
 from torch import Tensor, nn
+
+from oscrepro.tasks import lean
 
 
 class DivergedError(RuntimeError):
@@ -41,9 +48,16 @@ class BaseTask(L.LightningModule):
     global step the loss is replaced by NaN so the divergence path can be exercised end to end.
     """
 
-    def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
-                 scheduler: Callable[..., Any] | None = None, debug_nan_step: int | None = None,
-                 scheduler_interval: str = "epoch") -> None:
+    lean_loop: bool = True  # False: Lightning's stock per-batch code (the reference tests/unit/tasks/test_lean.py uses)
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: Callable[..., torch.optim.Optimizer],
+        scheduler: Callable[..., Any] | None = None,
+        debug_nan_step: int | None = None,
+        scheduler_interval: str = "epoch",
+    ) -> None:
         super().__init__()
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError(f"task.scheduler_interval={scheduler_interval!r}; valid: epoch, step")
@@ -56,12 +70,17 @@ class BaseTask(L.LightningModule):
         self.gradient_clip_val: float | None = None
         self.gradient_clip_algorithm: str = "norm"
         self.accumulate_grad_batches: int = 1
+        self._direct = False  # backward and step without Lightning's hook dispatch (on_fit_start decides)
         # the epoch's loss accumulators; also set here because a resume in the middle of an epoch (a step-based run
         # checkpointed at a validation) enters the epoch without calling on_train_epoch_start
-        self._loss_sum, self._loss_n = torch.zeros(()), 0
+        self._loss_sum, self._loss_n = np.float32(0), 0
 
-    def configure_loop(self, gradient_clip_val: float | None = None, gradient_clip_algorithm: str | None = "norm",
-                       accumulate_grad_batches: int = 1) -> None:
+    def configure_loop(
+        self,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = "norm",
+        accumulate_grad_batches: int = 1,
+    ) -> None:
         """The trainer config's clipping and accumulation, applied by :meth:`training_step`."""
         if accumulate_grad_batches < 1:
             raise ValueError(f"trainer.accumulate_grad_batches={accumulate_grad_batches}: must be >= 1")
@@ -80,13 +99,21 @@ class BaseTask(L.LightningModule):
         self.log_train_loss(loss, self.batch_size(batch))
         acc = self.accumulate_grad_batches
         objective = loss * self.shard_weight(batch) if self.trainer.world_size > 1 else loss
-        self.manual_backward(objective / acc if acc > 1 else objective)
+        objective = objective / acc if acc > 1 else objective
+        if self._direct:
+            lean.direct_backward(objective)
+        else:
+            self.manual_backward(objective)
         if acc == 1 or (batch_idx + 1) % acc == 0 or self.trainer.is_last_batch:
             opt = self.optimizers()
             if self.gradient_clip_val:
-                self.clip_gradients(opt, gradient_clip_val=self.gradient_clip_val,
-                                    gradient_clip_algorithm=self.gradient_clip_algorithm)
-            opt.step()
+                self.clip_gradients(
+                    opt, gradient_clip_val=self.gradient_clip_val, gradient_clip_algorithm=self.gradient_clip_algorithm
+                )
+            if self._direct:
+                lean.direct_step(opt)
+            else:
+                opt.step()
             opt.zero_grad(set_to_none=True)
             if self.scheduler_interval == "step" and self.scheduler_factory is not None:
                 self.lr_schedulers().step()
@@ -112,8 +139,12 @@ class BaseTask(L.LightningModule):
         every = self.all_gather(padded)  # (world, max n, ...)
         return torch.cat([every[r, :k] for r, k in enumerate(sizes)])
 
+    def on_fit_start(self) -> None:
+        """The lean per-batch path (module docstring), unless ``lean_loop`` is off."""
+        self._direct = self.lean_loop and lean.install(self.trainer) and lean.direct_step_ok(self.trainer)
+
     def on_train_epoch_start(self) -> None:
-        self._loss_sum, self._loss_n = torch.zeros((), device=self.device), 0
+        self._loss_sum, self._loss_n = np.float32(0), 0
 
     def log_train_loss(self, loss: Tensor, batch_size: int) -> None:
         """``train/loss_step`` at the logging cadence and ``train/loss_epoch`` (batch-size weighted mean) at epoch end.
@@ -121,16 +152,19 @@ class BaseTask(L.LightningModule):
         The same two series ``self.log(..., on_step=True, on_epoch=True)`` writes, without its per-step cost (about
         a third of a small model's step on CPU): the step value is handed to Lightning only on the steps its logger
         connector writes (``log_every_n_steps``), the epoch mean is accumulated here as Lightning does (float32
-        sum of loss x batch size over the summed batch size).
+        sum of loss x batch size over the summed batch size). The sum is kept as a NumPy float32 scalar: the same
+        IEEE float32 products and sums as Lightning's 0-dim tensors (one rounding per operation), at a tenth of a
+        tensor operation's dispatch cost, and no device to follow (the loss is read once, as ``check_finite`` did).
         """
-        self._loss_sum = self._loss_sum.to(loss.device) + loss.detach().float() * batch_size  # on the loss' device
+        self._loss_sum = self._loss_sum + np.float32(loss.item()) * np.float32(batch_size)
         self._loss_n += batch_size
         if self.trainer._logger_connector.should_update_logs or self.trainer.fast_dev_run:
             self.log("train/loss_step", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=batch_size)
 
     def on_train_epoch_end(self) -> None:
         if self._loss_n:
-            self.log("train/loss_epoch", self._loss_sum / self._loss_n, on_step=False, on_epoch=True)
+            total = torch.tensor(self._loss_sum, dtype=torch.float32, device=self.device)
+            self.log("train/loss_epoch", total / self._loss_n, on_step=False, on_epoch=True)
         scheduler = self.lr_schedulers()
         if scheduler is not None and self.scheduler_interval == "epoch":  # manual optimization steps it here
             scheduler.step()
