@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from oscrepro.tables.runs import compose_run
+from oscrepro.runs.compose import compose_run
+from oscrepro.runs.record import run_dir as run_dir_of
 from oscrepro.train import read_checkpoint, train
-from oscrepro.utils.run_record import run_dir as run_dir_of
 
 SHORT = [
     "trainer.max_epochs=2",
