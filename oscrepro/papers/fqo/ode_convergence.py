@@ -236,7 +236,7 @@ def plot_figure7(sweep_rows: list[dict[str, Any]], dosc_rows: list[dict[str, Any
                                             ("frac_degenerate", "degenerate", "degenerate"))):
         vals = [max(100 * r[key], 1e-3) for r in dosc_rows]  # floor so zeros show on the log axis
         ax_b.plot(ds, vals, "o-", color=f"C{n}", label=f"{label} (ours)")
-        if paper_rows:
+        if paper_rows and all(p.get(pkey) is not None for p in paper_rows):  # rows may give only some values
             ax_b.plot(ds, [max(float(p[pkey]), 1e-3) for p in paper_rows], **{**PAPER, "mec": f"C{n}", "ls": ":",
                                                                              "color": f"C{n}"},
                       label=paper_label(f"{label} (Table 6)"))

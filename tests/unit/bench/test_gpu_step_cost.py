@@ -107,7 +107,7 @@ def test_script_writes_markdown_and_csv(cost, tmp_path):
     assert float(rows[0]["ms/step"]) > 0
 
 
-def test_row_cap_cuts_timed_steps_and_the_hard_cap_raises(cost):
+def test_row_cap_cuts_timed_steps_and_the_hard_cap_raises(cost, monkeypatch):
     (plan,) = cost.plan_rows(["fqo/table2"], max_rows=1)
     session = cost.Session(budget="smoke", device="cpu", steps=6, warmup=1)
     cfg = cost.compose_run(plan.overrides("smoke", session.overrides()))
@@ -123,15 +123,20 @@ def test_row_cap_cuts_timed_steps_and_the_hard_cap_raises(cost):
         rearm(5.0)
         time.sleep(0.4)
     assert not issubclass(cost.RowTimeout, Exception)  # compile fallbacks' `except Exception` must not eat it
+
+    def stuck(cfg, dm, task, session, deadline, times, first_done=lambda _: None):  # a step that never ends
+        first_done(0.0)  # the first step is over: the hard cap (0.1 s from the row's start) is armed again
+        time.sleep(30)
+
+    monkeypatch.setattr(cost, "time_steps", stuck)  # deterministic: no reliance on how fast this machine steps
     rec = cost.measure_row(plan, cost.Session(budget="smoke", device="cpu", row_timeout_s=0.05))  # hard cap 0.1 s
     assert rec["status"] == "timeout" and "RowTimeout: hard cap" in rec["note"]
 
 
 def test_list_data_names_the_files_a_fallback_row_reads(cost, capsys):
-    from oscrepro.data.paths import find_dataset
+    from tests.helpers.shared_data import require_shared
 
-    if find_dataset("wikitext-2", marker="train.txt") is None:
-        pytest.skip("WikiText-2 is not on this machine")
+    require_shared("wikitext-2", marker="train.txt")  # skips visibly locally, fails under CI
     (plan,) = cost.plan_rows(["fsn/table1"], max_rows=1)  # enwik8 missing: the cpu stand-in reads WikiText-2 bytes
     text = cost.list_data([plan], cost.Session())
     assert "data config of budget cpu" in capsys.readouterr().out
