@@ -28,6 +28,7 @@ from hydra.errors import HydraException
 
 from oscrepro.claims.scoreboard import refresh_table_claims
 from oscrepro.runs.compose import compose_run, config_groups
+from oscrepro.runs.record import results_root
 from oscrepro.runs.validate import ConfigError
 from oscrepro.tables import build as engine
 from oscrepro.tables.explain import explain_budget
@@ -51,7 +52,7 @@ def build_table(key: str, budget: str = "cpu", launcher: str | LaunchConfig = "i
     path = engine.build_table(key, budget, launcher, extra, results_dir, workers, variant, render_only, detach,
                               collect)
     if path is not None:
-        refresh_table_claims(key, budget, engine.results_root(results_dir), variant)
+        refresh_table_claims(key, budget, results_root(results_dir), variant)
     return path
 
 

@@ -10,7 +10,7 @@ import logging
 
 from oscrepro.claims.scoreboard import refresh_table_claims
 from oscrepro.leaderboard.board import TASKS, build_leaderboard, redraw_board
-from oscrepro.tables.build import results_root
+from oscrepro.runs.record import results_root
 from oscrepro.tables.launch import launcher_names
 from oscrepro.tables.spec import BUDGETS
 

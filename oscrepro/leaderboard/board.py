@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import OmegaConf
 
 from oscrepro.runs.compose import CONF_DIR, path_override
+from oscrepro.runs.record import results_root
 from oscrepro.tables.spec import load_spec
 
 if TYPE_CHECKING:
@@ -205,7 +206,6 @@ def build_leaderboard(budget: str = "cpu", launcher: str | LaunchConfig = "jobli
                       extra: list[str] | None = None, tasks: tuple[str, ...] = TASKS) -> Path:
     """Plan every task, train the missing runs in one pool, render each task's table, then the board.
     ``hydra.launcher.<key>=<value>`` in ``extra`` configure the pool (oscrepro.tables.launch), the rest every run."""
-    import os
 
     from oscrepro.runs.lookup import serve_from_variants
     from oscrepro.tables.build import build_table, matched_widths
@@ -215,7 +215,7 @@ def build_leaderboard(budget: str = "cpu", launcher: str | LaunchConfig = "jobli
 
     extra, launcher_overrides = split_launcher_overrides(list(extra or []))
     launcher = resolve_launcher(launcher, launcher_overrides)
-    results = Path(results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))
+    results = results_root(results_dir)
     keys = [f"leaderboard/{t}" for t in tasks]
     run_extra = [path_override("paths.results_dir", results), "trainer.enable_progress_bar=false", *(extra or [])]
     runs = []

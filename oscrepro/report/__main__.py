@@ -5,11 +5,10 @@ and measures nothing; opens offline from ``file://``."""
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 
 from oscrepro.report.build import Report
 from oscrepro.report.links import broken_links
+from oscrepro.runs.record import results_root
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -17,7 +16,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m oscrepro.report", description=__doc__)
     parser.add_argument("--results-dir", default=None, help="default: $OSCREPRO_RESULTS_DIR or results")
     args = parser.parse_args(argv)
-    results = Path(args.results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))
+    results = results_root(args.results_dir)
     if not results.is_dir():
         raise SystemExit(f"[report] no results dir {results}")
     report = Report(results)

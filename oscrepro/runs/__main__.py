@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
 from oscrepro.runs import catalog as C
+from oscrepro.runs.record import results_root
 
 
 def _fmt(v: object) -> str:
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     p_agg = sub.add_parser("agg", help="mean ± std over the seeds of each config")
     _filters(p_agg)
     args = parser.parse_args(argv)
-    results = Path(args.results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))
+    results = results_root(args.results_dir)
     commands = {"ls": cmd_ls, "show": cmd_show, "compare": cmd_compare, "agg": cmd_agg}
     try:
         return commands[args.cmd](args, results)

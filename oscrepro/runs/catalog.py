@@ -21,7 +21,7 @@ import math
 import statistics
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,6 @@ class Run:
     dir: Path
     status: dict[str, Any]
     metrics: dict[str, Any] = field(default_factory=dict)
-    _flat: dict[str, Any] | None = None
 
     @property
     def id(self) -> str:
@@ -54,8 +53,9 @@ class Run:
     def experiment(self) -> str:
         return str(self.status.get("experiment") or self.config.get("experiment_name", "?"))
 
-    @property
+    @cached_property
     def config(self) -> dict[str, Any]:
+        """The record's config.yaml, read once."""
         return _load_yaml(self.dir / "config.yaml")
 
     @property
@@ -66,15 +66,14 @@ class Run:
     def seed(self) -> Any:
         return self.config.get(SEED_KEY)
 
-    @property
+    @cached_property
     def flat(self) -> dict[str, Any]:
         """The run-id payload as ``{dotted key: value}`` (the mechanism name included as ``mechanism``)."""
-        if self._flat is None:
-            cfg = self.config
-            self._flat = flatten(hashed_payload(OmegaConf.create(cfg)))
-            if cfg.get("mechanism") is not None:
-                self._flat["mechanism"] = cfg["mechanism"]
-        return self._flat
+        cfg = self.config
+        flat = flatten(hashed_payload(OmegaConf.create(cfg)))
+        if cfg.get("mechanism") is not None:
+            flat["mechanism"] = cfg["mechanism"]
+        return flat
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
@@ -84,8 +83,8 @@ def _load_yaml(path: Path) -> dict[str, Any]:
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists stay values."""
-    if not isinstance(node, dict):
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists and empty mappings stay values."""
+    if not isinstance(node, dict) or not node:
         return {prefix: node}
     out: dict[str, Any] = {}
     for k, v in node.items():

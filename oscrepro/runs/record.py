@@ -73,6 +73,12 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def results_root(results_dir: str | Path | None = None) -> Path:
+    """The results dir (records under ``<it>/runs``, tables beside them): ``results_dir``, else
+    ``$OSCREPRO_RESULTS_DIR``, else ``results``."""
+    return Path(results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))
+
+
 def unwritable_dir(path: Path) -> str | None:
     """Why ``path`` cannot be created or written by this process, or None when it can: the nearest existing folder
     on its path (where the first ``mkdir`` would happen) must be a directory that is writable (``os.access``, which

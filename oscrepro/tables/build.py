@@ -11,7 +11,6 @@ import csv
 import inspect
 import logging
 import math
-import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -20,7 +19,7 @@ from hydra.utils import get_method
 
 from oscrepro.runs.compose import path_override
 from oscrepro.runs.lookup import serve_from_variants
-from oscrepro.runs.record import unwritable_dir
+from oscrepro.runs.record import results_root, unwritable_dir
 from oscrepro.tables.aggregate import aggregate, effective_status
 from oscrepro.tables.launch import (
     LaunchConfig,
@@ -37,11 +36,6 @@ from oscrepro.tables.spec import BUDGETS, SpecError, TableSpec, check_extra_over
 from oscrepro.utils.provenance import git_commit
 
 log = logging.getLogger("oscrepro.table")
-
-
-def results_root(results_dir: str | Path | None = None) -> Path:
-    """The results dir a build writes into: ``results_dir``, else ``$OSCREPRO_RESULTS_DIR``, else ``results``."""
-    return Path(results_dir or os.environ.get("OSCREPRO_RESULTS_DIR", "results"))
 
 
 class ResultsDirError(OSError):

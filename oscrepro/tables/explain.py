@@ -46,6 +46,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from oscrepro.runs.catalog import flatten
 from oscrepro.runs.compose import CONF_DIR
 from oscrepro.runs.record import MECHANISM_GROUP, with_mechanism
 from oscrepro.tables.spec import BUDGETS, SpecError, TableSpec, load_spec
@@ -63,15 +64,6 @@ class Change:
     budget: str
     source: str  # the conf file that sets it (repository-relative), or how it was derived
     rank: int = field(default=0, compare=False)  # merge order of the source (derived keys last), for printing
-
-
-def _flat(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """(dotted key, value) of every leaf; an empty mapping is a leaf."""
-    if isinstance(node, dict) and node:
-        for k, v in node.items():
-            yield from _flat(v, f"{prefix}{k}.")
-    else:
-        yield prefix.rstrip("."), node
 
 
 def _rel(path: Path, conf_dir: Path) -> str:
@@ -116,7 +108,7 @@ def _budget_setters(overrides: list[str], conf_dir: Path) -> list[tuple[str, set
         raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
         raw = {k: v for k, v in raw.items() if k != "defaults"} if isinstance(raw, dict) else {}
         prefix = f"{e.package}." if e.package else ""
-        keys = {f"{prefix}{k}" for k, _ in _flat(raw)} if raw else set()
+        keys = {f"{prefix}{k}" for k in flatten(raw)} if raw else set()
         # a nested include is named with the budget file that brings it in (chain[1] is its includer)
         via = next((p for p in chain[1:] if p and str(p).startswith("budget")), None)
         name = _rel(path, conf_dir)
@@ -152,7 +144,7 @@ def _diff(a: Any, b: Any, prefix: str = "") -> Iterator[tuple[str, str, str]]:
 
 
 def _changes(paper: DictConfig, budget: DictConfig, setters: list[tuple[str, set[str]]]) -> tuple[Change, ...]:
-    raw = dict(_flat(OmegaConf.to_container(budget, resolve=False)))
+    raw = flatten(OmegaConf.to_container(budget, resolve=False))
     diffs = _diff(OmegaConf.to_container(paper, resolve=True), OmegaConf.to_container(budget, resolve=True))
     return tuple(Change(key, pa, pb, *_source(key, setters, raw)) for key, pa, pb in diffs)
 
