@@ -17,7 +17,7 @@ import torch
 from omegaconf import OmegaConf
 
 from oscrepro.attention.fsn import FSNAttention
-from oscrepro.models.torus_lm import SwiGLUPhaseFFN, TorusLM
+from oscrepro.papers.fsn.torus_lm import SwiGLUPhaseFFN, TorusLM
 from oscrepro.papers.fsn.kernel_reading import (
     coupling_function,
     harmonic_rms,

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from oscrepro.attention.base import AttentionBase, Aux
 from oscrepro.models.rope_transformer import RopeTransformerLM
-from oscrepro.models.torus_lm import SwiGLUPhaseFFN, TorusLM
+from oscrepro.papers.fsn.torus_lm import SwiGLUPhaseFFN, TorusLM
 from oscrepro.models.transformer import CausalLM, EncoderClassifier
 
 B, T, V = 2, 5, 11
