@@ -44,7 +44,7 @@ from torch import Tensor, nn
 
 Aux = dict[str, Tensor]
 VECTOR = "vector"  # x (B, T, D) -> (B, T, D), built as Mechanism(d_model=, n_heads=, layer_idx=) (module docstring)
-PHASE = "phase"  # phases (B, T, k) -> tangent update (B, T, k), built with gates= as well (oscrepro.papers.fsn.torus_lm)
+PHASE = "phase"  # phases (B, T, k) -> tangent update (B, T, k), built with gates= as well (papers/fsn/torus_lm.py)
 
 
 def refuse(problems: list[str]) -> None:

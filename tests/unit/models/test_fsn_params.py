@@ -24,6 +24,7 @@ import pytest
 
 from oscrepro.attention.fsn import FSNAttention
 from oscrepro.attention.kuramoto import KuramotoAttention
+from oscrepro.models.rope_transformer import RopeTransformerLM, rope_transformer_params, search_width
 from oscrepro.papers.fsn.fsn_mf import (
     CollectiveModeFFN,
     WindingRegisterFFN,
@@ -31,7 +32,6 @@ from oscrepro.papers.fsn.fsn_mf import (
     match_modes,
     swiglu_block_params,
 )
-from oscrepro.models.rope_transformer import RopeTransformerLM, rope_transformer_params, search_width
 from oscrepro.papers.fsn.torus_lm import SwiGLUPhaseFFN, TorusLM
 
 K, L, N = 176, 4, 3
