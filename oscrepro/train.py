@@ -45,7 +45,7 @@ from oscrepro.data.base import model_dims
 from oscrepro.data.integrity import DataIntegrityError, setup_data
 from oscrepro.data.paths import DatasetNotFoundError
 from oscrepro.runs import history
-from oscrepro.runs.loggers import finish_wandb as _finish_wandb
+from oscrepro.runs.finish import close_attempt, failed_closing, start_record, write_record
 from oscrepro.runs.loggers import run_loggers as _loggers
 from oscrepro.runs.record import MECHANISM_GROUP, RunRecord, unwritable_dir, with_mechanism
 from oscrepro.runs.record import run_dir as run_dir_of
@@ -55,7 +55,6 @@ from oscrepro.runs.validate import ConfigError, validate_config
 from oscrepro.tasks.base import DivergedError
 from oscrepro.utils.callbacks import EPOCH_TIME, EpochCheckpoint, EpochWallClock
 from oscrepro.utils.console import report_run
-from oscrepro.utils.provenance import provenance
 from oscrepro.utils.quiet import expected_on_resume, quiet_third_party
 
 log = logging.getLogger("oscrepro.train")
@@ -315,9 +314,7 @@ def _run(cfg: DictConfig, record: RunRecord | None, run_dir: Path, built: Built 
     if record is None:
         return {**_fit_and_test(cfg, run_dir, rank0=False, loggers=[], built=built)[0], "status": "ok"}
     check_checkpoint_owner(run_dir)  # another run's checkpoint: refused before anything is written
-    record.start(cfg, {"run_id": run_dir.name, "experiment": str(cfg.experiment_name),
-                       "torch_threads": torch.get_num_threads(),  # what a resume trains at (resume_threads)
-                       **provenance(str(cfg.trainer.get("accelerator", "")))})
+    start_record(record, cfg)
     t0 = time.time()
     loggers: list[Logger] = []
     status, metrics, extra = "failed", {}, {}
@@ -332,64 +329,13 @@ def _run(cfg: DictConfig, record: RunRecord | None, run_dir: Path, built: Built 
         extra = {"reason": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
         log.error("run %s failed:\n%s", run_dir.name, extra["traceback"])
     finally:  # also after an interrupt; an error here never replaces the run's own
-        closing = _close_attempt(run_dir, loggers)
+        closing = close_attempt(run_dir, loggers)
     if closing is not None:
-        status, extra = _failed_closing(status, extra, closing)
+        status, extra = failed_closing(status, extra, closing)
     metrics["train_wall_time_s"] = round(time.time() - t0, 2)
-    status = _write_record(record, status, metrics, extra)
+    status = write_record(record, status, metrics, extra)
     report_run(run_dir, status, metrics, extra.get("reason"))  # the run's numbers, on one line
     return {**metrics, "status": status}
-
-
-def _close_attempt(run_dir: Path, loggers: list[Logger]) -> Exception | None:
-    """After an attempt: write history.csv and finish wandb. Returns the first error instead of raising it, so
-    that it never masks the attempt's own error (a full disk fails the checkpoint save, then the history write)."""
-    first: Exception | None = None
-    for step in (lambda: history.merge(run_dir / "logs", run_dir / "history.csv"), lambda: _finish_wandb(loggers)):
-        try:
-            step()
-        except Exception as err:  # noqa: BLE001 -- returned and recorded by _run
-            log.error("run %s: closing the attempt failed: %s: %s", run_dir.name, type(err).__name__, err)
-            first = first or err
-    return first
-
-
-def _failed_closing(status: str, extra: dict[str, Any], err: Exception) -> tuple[str, dict[str, Any]]:
-    """The record of an attempt whose history could not be written: ``failed`` (its record is incomplete). A run
-    that had failed already keeps its own error as the reason; this one is added after it."""
-    text = f"{type(err).__name__}: {err}"
-    if status == "failed":
-        return status, {**extra, "reason": f"{extra.get('reason', '')}; then writing history.csv failed: {text}"}
-    return "failed", {"reason": f"writing history.csv failed: {text}; the run's own outcome: {_outcome(status, extra)}",
-                      "traceback": "".join(traceback.format_exception(err))}
-
-
-def _outcome(status: str, extra: dict[str, Any]) -> str:
-    """``status: reason`` (or the status alone), quoted in the reason of a record that failed while closing."""
-    return f"{status}: {extra['reason']}" if extra.get("reason") else status
-
-
-def _write_record(record: RunRecord, status: str, metrics: dict[str, Any], extra: dict[str, Any]) -> str:
-    """Write the final record; returns the status written. If metrics.json or status.json cannot be written (a
-    full disk), status.json is written once more as ``failed`` naming that error; if even that fails, the error is
-    raised (status.json then still says ``running``, as after a kill: the run is not finished and trains again)."""
-    try:
-        record.finish(status, metrics, extra)
-        return status
-    except Exception as err:
-        reason = (f"writing the run record failed: {type(err).__name__}: {err}; the run's own outcome: "
-                  f"{_outcome(status, extra)}")
-        log.error("run %s: %s", record.dir.name, reason)
-        try:
-            record.update_status({"status": "failed", "reason": reason,
-                                  "traceback": "".join(traceback.format_exception(err))})
-        except Exception as again:
-            note = f"status.json could not be written either ({type(again).__name__}: {again}): it says running"
-            log.error("run %s: %s", record.dir.name, note)
-            err.add_note(note)
-        else:
-            return "failed"
-        raise  # the record's own error: a run whose outcome cannot be written is not passed over in silence
 
 
 EXIT_REFUSED = 2  # bad input (config, unknown key, data, checkpoint): one message, nothing run or written

@@ -20,7 +20,7 @@ Every mechanism in ``oscrepro.attention`` is an ``nn.Module`` built as
   (attention weights, fixed points, sync matrices, ...) so that analyses never re-implement them.
 
 Torus-phase coupling laws (``kuramoto``, ``fsn``) have the same call, with ``x`` the phases (B, T, k) and ``y``
-a tangent update of the same shape (see ``oscrepro.models.torus_lm``).
+a tangent update of the same shape (see ``oscrepro.papers.fsn.torus_lm``).
 
 Declarations read before anything is built (``oscrepro.runs.contracts``, called by config validation):
 
@@ -44,7 +44,7 @@ from torch import Tensor, nn
 
 Aux = dict[str, Tensor]
 VECTOR = "vector"  # x (B, T, D) -> (B, T, D), built as Mechanism(d_model=, n_heads=, layer_idx=) (module docstring)
-PHASE = "phase"  # phases (B, T, k) -> tangent update (B, T, k), built with gates= as well (oscrepro.models.torus_lm)
+PHASE = "phase"  # phases (B, T, k) -> tangent update (B, T, k), built with gates= as well (papers/fsn/torus_lm.py)
 
 
 def refuse(problems: list[str]) -> None:

@@ -5,7 +5,7 @@ Token states are phases ``theta`` on the torus T^k, not vectors. The module keep
 
 * ``x`` (B, T, k) are raw phases (never wrapped: the lift on R^k accumulates across layers, fsn §2.4);
 * ``y`` (B, T, k) is the *value-gated tangent update* ``g_v(theta_t) * a_t`` at ``theta_t``; the caller
-  (:class:`oscrepro.models.torus_lm.TorusLM`) applies the norm-matched tanh bound and adds it to ``theta``.
+  (:class:`oscrepro.papers.fsn.torus_lm.TorusLM`) applies the norm-matched tanh bound and adds it to ``theta``.
 
 Score map (fsn Eq. 1)::
 

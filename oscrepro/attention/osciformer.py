@@ -53,7 +53,7 @@ so only the state at t_i and at t_j enters. Every pair term is an inner product 
   rounding of the layer's output; ``test_small_lag_threshold_error_bound`` checks it against the reference.
 Each step is an algebraic identity of the same closed form (Eqs. 58-64), so only rounding changes; tests compare
 values and gradients with scipy ODE integration and quadrature in float64, on random and on XOR-like (k/32,
-tied) times, and with the pre-rebuild kernel (``oscrepro.bench.osciformer_legacy``).
+tied) times, and with the pre-rebuild kernel (``oscrepro.papers.osciformer.legacy_kernel``).
 
 Where the paper is ambiguous, we chose:
 * Causality: the integral needs t_i <= t_j (Def. 2), so keys i > j are always masked and query j is fitted

@@ -8,6 +8,10 @@ so the same batches), times the bare training step (forward, loss, backward, Ada
 implies (step time x training batches per epoch, validation excluded) and each mechanism's ratio to the reference
 mechanism (``--reference``, default osciformer).
 
+The mechanisms and their overrides are the rows of a runs table's spec (``--table``, default osciformer Table 4:
+``conf/table/osciformer/table4.yaml``), each named by its ``attention=`` choice; a row added there is benchmarked
+with no edit here. The experiment defaults to the table's.
+
     python -m oscrepro.bench.epoch_ratio --experiment osciformer/xor --budget cpu \
         --out results/bench/osciformer_xor_epoch_ratio.md
 """
@@ -27,23 +31,27 @@ from oscrepro.bench.harness import device_line, emit
 from oscrepro.bench.loop import bare_step_s
 from oscrepro.data.integrity import instantiate_data
 from oscrepro.runs.compose import compose_run, path_override
+from oscrepro.tables.spec import Row, load_spec
 from oscrepro.utils.quiet import quiet_third_party
 
-MECHANISMS = {  # label -> overrides (the rows of osciformer Table 4)
-    "osciformer": ["attention=osciformer"],
-    "contiformer": ["attention=contiformer"],
-    "softmax": ["attention=softmax", "model.time_embedding=sinusoidal"],
-}
+DEFAULT_TABLE = "osciformer/table4"  # the table whose speed claim this benchmark measures (Table 4's epoch time)
 
 
-def measure(experiment: str, budget: str, mechanisms: list[str], extra: list[str], steps: int, warmup: int,
-            repeats: int) -> list[dict[str, Any]]:
-    """Median bare step time per mechanism over ``repeats`` alternations, and the implied epoch time."""
+def table_mechanisms(table: str) -> dict[str, Row]:
+    """The mechanisms a runs table compares: ``{attention config name: its row}`` (the row's label and overrides),
+    in the spec's row order; rows that choose no ``attention=`` are not mechanisms and are left out."""
+    return {row.attention: row for row in load_spec(table).rows if row.attention is not None}
+
+
+def measure(experiment: str, budget: str, mechanisms: dict[str, list[str]], extra: list[str], steps: int,
+            warmup: int, repeats: int) -> list[dict[str, Any]]:
+    """Median bare step time per mechanism (``{name: its overrides}``) over ``repeats`` alternations, and the
+    implied epoch time."""
     times: dict[str, list[float]] = {m: [] for m in mechanisms}
     with tempfile.TemporaryDirectory() as tmp:
-        cfgs = {m: compose_run([f"experiment={experiment}", f"budget={budget}", *MECHANISMS[m], *extra,
+        cfgs = {m: compose_run([f"experiment={experiment}", f"budget={budget}", *overrides, *extra,
                                 path_override("paths.results_dir", tmp), "trainer.enable_progress_bar=false"])
-                for m in mechanisms}
+                for m, overrides in mechanisms.items()}
         for r in range(repeats):  # alternate, so background load hits every mechanism alike
             for m in mechanisms:
                 times[m].append(bare_step_s(cfgs[m], steps, warmup))
@@ -87,10 +95,11 @@ def render(rows: list[dict[str, Any]], reference: str, args: argparse.Namespace)
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m oscrepro.bench.epoch_ratio", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--experiment", default="osciformer/xor")
+    parser.add_argument("--table", default=DEFAULT_TABLE, help="the runs table whose rows are the mechanisms")
+    parser.add_argument("--experiment", default=None, help="default: the table's experiment")
     parser.add_argument("--budget", default="cpu")
-    parser.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS), choices=list(MECHANISMS))
-    parser.add_argument("--reference", default="osciformer", choices=list(MECHANISMS))
+    parser.add_argument("--mechanisms", nargs="+", default=None, help="default: every row of the table")
+    parser.add_argument("--reference", default="osciformer")
     parser.add_argument("--steps", type=int, default=6, help="training batches timed per round (incl. warm-up)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
@@ -99,12 +108,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every mechanism")
     args = parser.parse_args(argv)
     args.argv = argv if argv is not None else sys.argv[1:]
-    if args.reference not in args.mechanisms:
+    rows_of = table_mechanisms(args.table)
+    args.experiment = args.experiment or load_spec(args.table).experiment
+    chosen = args.mechanisms or [args.reference, *(m for m in rows_of if m != args.reference)]  # reference first
+    unknown = [m for m in [*chosen, args.reference] if m not in rows_of]
+    if unknown:
+        parser.error(f"{', '.join(unknown)}: not a mechanism of {args.table} (its rows: {', '.join(rows_of)})")
+    if args.reference not in chosen:
         parser.error(f"--reference {args.reference} is not among --mechanisms")
     quiet_third_party()
     torch.set_num_threads(args.threads)
-    rows = measure(args.experiment, args.budget, args.mechanisms, args.overrides, args.steps, args.warmup,
-                   args.repeats)
+    rows = measure(args.experiment, args.budget, {m: rows_of[m].overrides for m in chosen}, args.overrides,
+                   args.steps, args.warmup, args.repeats)
     text = render(rows, args.reference, args)
     emit(text, args.out)
 

@@ -65,9 +65,8 @@ def mechanisms(tasks: tuple[str, ...] = TASKS) -> dict[str, str]:
     for task in tasks:
         prev = None
         for row in load_spec(f"leaderboard/{task}").rows:
-            attention = next((o.split("=", 1)[1] for o in row.overrides if o.startswith("attention=")), None)
-            if attention is not None:
-                configs.setdefault(row.label, attention)
+            if row.attention is not None:
+                configs.setdefault(row.label, row.attention)
             if row.label not in order:
                 order.insert(order.index(prev) + 1 if prev is not None else len(order), row.label)
             prev = row.label

@@ -27,7 +27,7 @@ from oscrepro.data.base import model_dims
 from oscrepro.data.integrity import instantiate_data
 from oscrepro.runs.compose import RunNotUsableError
 from oscrepro.runs.lookup import model_state_dict
-from oscrepro.runs.record import RunRecord
+from oscrepro.runs.record import RunRecord, load_record_config
 
 CHECKPOINTS = ("last", "best")
 
@@ -72,7 +72,7 @@ def pretrained_backbone(run_dir: str | Path, *, checkpoint: str = "last", vocab_
     status = RunRecord(rdir).status().get("status", "missing")
     if require_ok and status != "ok":
         raise RunNotUsableError(f"pretrained run {rdir} has status {status!r}, not 'ok'")
-    cfg = OmegaConf.load(rdir / "config.yaml")
+    cfg = load_record_config(rdir)
     if vocab_size is None:
         dm = instantiate_data(cfg.data)[0]
         dm.setup("fit")

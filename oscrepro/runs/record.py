@@ -38,6 +38,24 @@ DEFAULT_VALUES: dict[str, Any] = {"trainer.precision": "32-true", "data.time_str
 # default lookup. What was read is in status.json (data_source, data_fingerprint), and published datasets are
 # verified against their digests (oscrepro.data.integrity). Records before this rule all had null here.
 LOCATION_KEYS: tuple[str, ...] = ("data.data_dir",)
+# Classes moved after records were made with them: {dotted path now: the path the records' run ids hashed}. The run
+# id hashes every ``_target_`` at its first path (:func:`hashed_payload`), so moving a paper's class into
+# ``oscrepro/papers/<key>/`` keeps every record's id; :func:`current_targets` reads a record back at today's paths.
+# A new path whose old one is still a class (the core ClassificationTask, which kept its path and shed fqo's probe)
+# is told apart by RETIRED_KEYS. tests/unit/utils/test_run_identity.py checks every committed record and import.
+MOVED_TARGETS: dict[str, str] = {
+    "oscrepro.papers.fsn.torus_lm.TorusLM": "oscrepro.models.torus_lm.TorusLM",
+    "oscrepro.papers.fsn.torus_lm.SwiGLUPhaseFFN": "oscrepro.models.torus_lm.SwiGLUPhaseFFN",
+    "oscrepro.papers.fsn.fsn_mf.CollectiveModeFFN": "oscrepro.models.fsn_mf.CollectiveModeFFN",
+    "oscrepro.papers.fsn.fsn_mf.WindingRegisterFFN": "oscrepro.models.fsn_mf.WindingRegisterFFN",
+    "oscrepro.papers.fqo.verb_attention.VerbAttentionProbeTask": "oscrepro.tasks.classification.ClassificationTask",
+}
+# Keys a class's config no longer holds, with the value every record made by that class (and not by the class that
+# took the key over) holds: hashed at that value when absent, so a key leaving a config keeps the run ids (the
+# reverse of DEFAULT_VALUES, for keys that records have). fqo's probe switch left the core classification task.
+RETIRED_KEYS: dict[str, dict[str, Any]] = {
+    "oscrepro.tasks.classification.ClassificationTask": {"attention_probe": False, "probe_layer": 0},
+}
 FINISHED = ("ok", "diverged")
 MECHANISM_GROUP = "attention"  # the config group whose chosen name is the run's mechanism (wandb job_type)
 
@@ -102,10 +120,62 @@ def with_mechanism(cfg: DictConfig, choice: str | None) -> DictConfig:
     return cfg
 
 
+def _nodes(tree: Any) -> Iterator[dict]:
+    """Every dict of a config container (the root included), depth first."""
+    if isinstance(tree, dict):
+        yield tree
+        for value in tree.values():
+            yield from _nodes(value)
+    elif isinstance(tree, list):
+        for value in tree:
+            yield from _nodes(value)
+
+
+def _as_first_hashed(container: dict[str, Any]) -> None:
+    """Put every ``_target_`` node of ``container`` as its run id first hashed it: retired keys
+    (:data:`RETIRED_KEYS`) back at their values where absent, a moved class (:data:`MOVED_TARGETS`) at its old path."""
+    for node in _nodes(container):
+        target = node.get("_target_")
+        if isinstance(target, str):
+            for key, value in RETIRED_KEYS.get(target, {}).items():
+                node.setdefault(key, value)
+            node["_target_"] = MOVED_TARGETS.get(target, target)
+
+
+def current_targets(cfg: DictConfig) -> DictConfig:
+    """A run record's config with every ``_target_`` at today's path, to build its model, data or task again (its
+    run id is unchanged: :func:`hashed_payload` maps back). A node of a class with :data:`RETIRED_KEYS` that holds
+    them at their retired values is that class and drops them; any other node at a path some class moved from
+    (:data:`MOVED_TARGETS`) is the moved class (fqo's probe task: ``attention_probe: true``)."""
+    container = OmegaConf.to_container(cfg, resolve=False)
+    for node in _nodes(container):
+        target = node.get("_target_")
+        if not isinstance(target, str):
+            continue
+        retired = RETIRED_KEYS.get(target)
+        if retired is not None and all(node.get(k, v) == v for k, v in retired.items()):
+            for key in retired:
+                node.pop(key, None)
+            continue
+        moved = [new for new, old in MOVED_TARGETS.items() if old == target]
+        if len(moved) > 1:
+            raise ValueError(f"MOVED_TARGETS: {target} moved to {moved}; one path a class left, one class")
+        if moved:
+            node["_target_"] = moved[0]
+    return OmegaConf.create(container)
+
+
+def load_record_config(run_dir: Path) -> DictConfig:
+    """``<run_dir>/config.yaml`` with today's ``_target_`` paths (:func:`current_targets`): what rebuilds a run."""
+    return current_targets(OmegaConf.load(Path(run_dir) / "config.yaml"))
+
+
 def hashed_payload(cfg: DictConfig) -> dict[str, Any]:
     """The resolved config the run id hashes: without :data:`IGNORED_KEYS` and defaulted :data:`DEFAULT_VALUES`,
-    :data:`LOCATION_KEYS` as null."""
+    :data:`LOCATION_KEYS` as null, and every ``_target_`` as records first hashed it (:data:`MOVED_TARGETS`,
+    :data:`RETIRED_KEYS`)."""
     container = copy.deepcopy(OmegaConf.to_container(cfg, resolve=True))
+    _as_first_hashed(container)
     for key in IGNORED_KEYS:
         _drop(container, key)
     for key, default in DEFAULT_VALUES.items():

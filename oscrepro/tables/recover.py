@@ -26,7 +26,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from oscrepro.runs.compose import CKPT_NAME, RunNotUsableError, compose_run
-from oscrepro.runs.record import RunRecord, run_id
+from oscrepro.runs.record import RunRecord, load_record_config, run_id
 
 log = logging.getLogger(__name__)
 # metrics that measure the machine, not the model: never compared
@@ -69,7 +69,7 @@ def recover_checkpoint(run_dir: Path, rtol: float = 1e-4) -> str:
     record = RunRecord(run_dir)
     if record.status().get("status") != "ok":
         raise RunNotUsableError(f"run {run_dir} has status {record.status().get('status', 'missing')!r}, not 'ok'")
-    cfg = OmegaConf.load(run_dir / "config.yaml")
+    cfg = load_record_config(run_dir)  # moved classes at today's paths; same run id
     # paths are not part of the run id: take this checkout's, then train into a scratch runs dir
     cfg.paths = compose_run([]).paths
     if run_id(cfg) != run_dir.name:

@@ -25,7 +25,7 @@ from oscrepro.data.base import model_dims
 from oscrepro.data.integrity import instantiate_data
 from oscrepro.runs.compose import CKPT_NAME, RunNotUsableError, path_override
 from oscrepro.runs.lookup import RunRequest, find_record, model_state_dict
-from oscrepro.runs.record import RunRecord
+from oscrepro.runs.record import RunRecord, load_record_config
 from oscrepro.tables.recover import recover_checkpoint, recovered_note
 from oscrepro.tables.spec import SpecError, load_spec
 
@@ -172,7 +172,7 @@ def load_run(path: str | Path, *, require_ok: bool = True, datamodule: Any | Non
     status = record.status()
     if require_ok and status.get("status") != "ok":
         raise RunNotUsableError(f"run {rdir} has status {status.get('status', 'missing')!r}, not 'ok'")
-    cfg = OmegaConf.load(rdir / "config.yaml")
+    cfg = load_record_config(rdir)  # today's class paths (a class moved since: runs.record)
     if datamodule is None:
         datamodule = instantiate_data(OmegaConf.merge(cfg.data, dict(data_overrides or {})))[0]
         datamodule.setup("fit")

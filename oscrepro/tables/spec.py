@@ -83,6 +83,11 @@ class Row:
     scale: float = 1.0  # multiplies every metric of the row (e.g. accuracy -> % in a mixed-metric table)
     seeds: dict[str, int] = field(default_factory=dict)  # fewer seeds for this row at a budget (a costly row)
 
+    @property
+    def attention(self) -> str | None:
+        """The row's mechanism: the config its ``attention=<name>`` override chooses (None when it sets none)."""
+        return next((o.split("=", 1)[1] for o in self.overrides if o.startswith("attention=")), None)
+
 
 @dataclass
 class TableSpec:

@@ -1,4 +1,6 @@
-"""Sequence classification (KWS, SVA): cross-entropy, accuracy, hard-split accuracy and attention probes."""
+"""Sequence classification (KWS, SVA, XOR, UEA): cross-entropy, accuracy, hard-split accuracy, and hooks through
+which a subclass reads the attention weights of an evaluation pass (fqo Table 3's probe:
+``oscrepro.papers.fqo.verb_attention``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from oscrepro.analysis.attention_stats import verb_attention_summary
 from oscrepro.tasks.base import BaseTask
 
 TIME_KEYS = ("times", "mask")  # irregular-sampling meta a continuous-time model reads (models.continuous_time)
@@ -26,14 +27,13 @@ class ClassificationTask(BaseTask):
     """Batches are ``(x, y)`` or ``(x, y, meta)``; ``meta['hard']`` adds ``<split>/acc_hard``; ``meta['times']`` /
     ``meta['mask']`` (irregular series) go to the model as ``times=`` / ``mask=`` keywords.
 
-    With ``attention_probe=True`` the test pass also records, per hard sentence, the attention of the last
-    position (SVA's <verb>) on ``meta['subject_idx']`` and ``meta['distractor_idx']`` in layer ``probe_layer``
-    (mean over heads), and logs the fqo Table 3 summary (``test/attn_vs_correct`` ...).
+    A subclass that reads attention weights overrides :meth:`needs_weights` (the model then returns each layer's
+    ``aux``), :meth:`probe_samples` (per-example values kept with the split's samples) and :meth:`probe_metrics`
+    (what it logs from them at the split's end); here they do nothing.
     """
 
-    def __init__(self, *args: Any, attention_probe: bool = False, probe_layer: int = 0, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.attention_probe, self.probe_layer = attention_probe, probe_layer
         self._acc: dict[str, list[Tensor]] = defaultdict(list)
 
     def loss(self, batch: tuple) -> Tensor:
@@ -41,11 +41,22 @@ class ClassificationTask(BaseTask):
         logits, _ = self.model(batch[0], **time_kwargs(batch))  # (B, C)
         return F.cross_entropy(logits, batch[1])
 
+    def needs_weights(self, split: str) -> bool:
+        """Whether the ``split`` pass asks the model for its attention weights (``need_weights=True``)."""
+        return False
+
+    def probe_samples(self, split: str, meta: dict[str, Tensor], auxes: list[dict[str, Any]]) -> dict[str, Tensor]:
+        """Per-example values (``{key: (B,) tensor}``) of one ``split`` batch, gathered with its samples."""
+        return {}
+
+    def probe_metrics(self, split: str, samples: dict[str, Tensor], correct: Tensor) -> dict[str, Tensor]:
+        """Metrics of the ``split`` pass computed from every rank's samples (``correct``: (N,) bool)."""
+        return {}
+
     def _eval_step(self, batch: tuple, split: str) -> None:
         x, y = batch[0], batch[1]
         meta = batch[2] if len(batch) > 2 else {}
-        probe = split == "test" and self.attention_probe
-        logits, auxes = self.model(x, need_weights=probe, **time_kwargs(batch))
+        logits, auxes = self.model(x, need_weights=self.needs_weights(split), **time_kwargs(batch))
         loss = F.cross_entropy(logits, y, reduction="sum")
         correct = logits.argmax(-1) == y  # (B,)
         store = self._acc
@@ -53,11 +64,8 @@ class ClassificationTask(BaseTask):
         store[f"{split}/correct"].append(correct)
         if "hard" in meta:
             store[f"{split}/hard"].append(meta["hard"].bool())
-        if probe:
-            w = auxes[self.probe_layer]["weights"].mean(dim=1)[:, -1]  # (B, T): last-position row, head mean
-            rows = torch.arange(len(y), device=w.device)
-            store["probe/vs"].append(w[rows, meta["subject_idx"]])
-            store["probe/vd"].append(w[rows, meta["distractor_idx"]])
+        for key, values in self.probe_samples(split, meta, auxes).items():
+            store[key].append(values)
 
     def validation_step(self, batch: tuple, batch_idx: int) -> None:
         self._eval_step(batch, "val")
@@ -76,9 +84,7 @@ class ClassificationTask(BaseTask):
             hard = s[f"{split}/hard"]
             if hard.any():  # no hard example: the accuracy on them is undefined, so it is not logged (never NaN:
                 metrics[f"{split}/acc_hard"] = correct[hard].mean()  # a non-finite final metric voids a run)
-            if "probe/vs" in s:
-                summary = verb_attention_summary(s["probe/vs"][hard], s["probe/vd"][hard], correct[hard].bool())
-                metrics.update({f"{split}/{k}": torch.tensor(v) for k, v in summary.items()})
+        metrics.update(self.probe_metrics(split, s, correct.bool()))
         self.log_dict(metrics, prog_bar=split == "val")
 
     def on_validation_epoch_end(self) -> None:

@@ -31,7 +31,7 @@ CASES = {  # case: (command line after the smoke overrides, what the one message
                           "d_model=7 is not divisible by n_heads=2"),
     "mechanism vs backbone": (["experiment=fsn/charlm", "attention=fqo"],
                               "attention=fqo (FixedQueryOscillatorAttention) implements the vector contract, but "
-                              "TorusLM (oscrepro.models.torus_lm) builds its attention with the 'phase' contract: "
+                              "TorusLM (oscrepro.papers.fsn.torus_lm) builds its attention with the 'phase' contract: "
                               "choose attention=fsn, fsn_nophase or kuramoto; experiments that fit fqo: "),
     "multirun job 2 of 2": (["-m", "seed=0,-1"], "job seed=-1: seed=-1: must be an integer in [0, 4294967295]"),
 }

@@ -57,7 +57,7 @@ def test_non_finite_final_metrics_are_recorded_diverged_not_ok(compose, results_
 
 
 def test_an_empty_split_omits_its_attention_means_instead_of_nan():
-    from oscrepro.analysis.attention_stats import verb_attention_summary
+    from oscrepro.papers.fqo.verb_attention import verb_attention_summary
 
     out = verb_attention_summary(torch.tensor([0.5, 0.7]), torch.tensor([0.1, 0.3]), torch.tensor([True, True]))
     assert out == pytest.approx({"attn_vs_correct": 0.6, "attn_vd_correct": 0.2, "n_hard_correct": 2.0,

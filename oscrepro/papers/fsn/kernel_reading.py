@@ -14,7 +14,7 @@ Re w sin(n Delta) + Im w cos(n Delta). Figure 2 reads, per layer:
 
 :func:`value_gate_negative_fraction` adds the §4.4 remark on the signed value gates (fraction of (token,
 coordinate) pairs whose shared value gate is negative on given tokens). Pure torch/numpy; the backbone is a
-:class:`~oscrepro.models.torus_lm.TorusLM` whose layers' ``attn`` modules expose ``coefficients()``
+:class:`~oscrepro.papers.fsn.torus_lm.TorusLM` whose layers' ``attn`` modules expose ``coefficients()``
 (:class:`~oscrepro.attention.fsn.FSNAttention`); the no-phase configuration reads with Im w = 0.
 """
 

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from oscrepro.attention.fsn import FSNAttention
 from oscrepro.models.rope_transformer import RopeTransformerLM
-from oscrepro.models.torus_lm import SwiGLUPhaseFFN, TorusLM
+from oscrepro.papers.fsn.torus_lm import SwiGLUPhaseFFN, TorusLM
 
 MODELS = ("fsn", "transformer")
 Table = tuple[list[str], list[dict[str, Any]], list[str]]

@@ -6,7 +6,7 @@ so T_cf / T_num ~ J / (S d) (1/640 at S = 80, d = 64, J = 8, Sec. 5.4) and M_cf 
 ``OsciFormerAttention`` (closed form, J = ``n_modes``) and one ``ContiFormerAttention`` (RK4, S vector-field
 evaluations, counted from the layer's ``field.nfe``) are built from ``conf/attention/{osciformer,contiformer}.yaml``
 and called as the continuous-time encoder does (``mech(x, times=times, causal=True)``, XOR-like times with ties:
-``osciformer_kernel.xor_times``). Per cell (N, d, J):
+``kernel_bench.xor_times``). Per cell (N, d, J):
 
 * time: forward (no_grad) and forward+backward (loss = sum of outputs), the two layers alternating trial by trial
   in this one process on ``threads`` threads (``harness.measure_alternating``), the whole set of cells passed over
@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from oscrepro.bench.harness import _fwd, _fwd_bwd, attention_factory, measure_alternating, peak_memory_mb
-from oscrepro.bench.osciformer_kernel import _Timed, xor_times
+from oscrepro.papers.osciformer.kernel_bench import _Timed, xor_times
 from oscrepro.tables.run_helpers import num_threads
 
 AXES = ("seq_len", "d_model", "n_modes")  # the three sweeps, in table order

@@ -21,19 +21,26 @@ from typing import Any
 
 import numpy as np
 
-from oscrepro.bench.epoch_ratio import measure
+from oscrepro.bench.epoch_ratio import measure, table_mechanisms
 from oscrepro.tables.run_helpers import num_threads
 
-LABELS = {"osciformer": "OsciFormer", "contiformer": "ContiFormer", "softmax": "Transformer (softmax)"}
+MECHANISM_ROWS = "osciformer/table4"  # the mechanisms (overrides, labels) are Table 4's rows, as its epoch time's
+
+
+def mechanism_labels() -> dict[str, str]:
+    """``{attention config name: its label}`` of :data:`MECHANISM_ROWS` (``osciformer`` -> ``OsciFormer``)."""
+    return {m: row.label for m, row in table_mechanisms(MECHANISM_ROWS).items()}
 
 
 def epoch_times(experiment: str, budget: str, lengths: list[int], mechanisms: list[str], overrides: list[str],
                 epoch_examples: int, steps: int, warmup: int, repeats: int) -> list[dict[str, Any]]:
     """Per (L, mechanism): median s/step and the implied epoch time (s) over ``epoch_examples`` strings."""
+    rows_of = table_mechanisms(MECHANISM_ROWS)
+    chosen = {m: rows_of[m].overrides for m in mechanisms}
     rows = []
     for length in lengths:
         extra = [o.format(length=length) for o in overrides]
-        for r in measure(experiment, budget, mechanisms, extra, steps, warmup, repeats):
+        for r in measure(experiment, budget, chosen, extra, steps, warmup, repeats):
             batches = math.ceil(epoch_examples / r["batch"])
             rows.append({"L": length, "mechanism": r["mechanism"], "batch": r["batch"], "s/step": r["s/step"],
                          "epoch s": r["s/step"] * batches})
@@ -46,12 +53,13 @@ def osciformer_fig2_time(out_dir: Path, budget: str, results_dir: Path, name: st
                          threads: int = 1, figure: str = "fig2_time.png", paper: dict[str, Any] | None = None
                          ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """osciformer Figure 2a/2b: per-epoch time vs input length per mechanism, ratio to ``reference``, and the PNG."""
+    labels = mechanism_labels()
     with num_threads(threads):
         rows = epoch_times(experiment, budget, lengths, mechanisms, overrides, epoch_examples, steps, warmup, repeats)
     ref = {r["L"]: r["s/step"] for r in rows if r["mechanism"] == reference}
-    columns = ["L", "Mechanism", "Batch", "s/step", "Epoch (s)", f"x {LABELS[reference]}"]
-    out = [{"L": r["L"], "Mechanism": LABELS[r["mechanism"]], "Batch": r["batch"], "s/step": f"{r['s/step']:.4f}",
-            "Epoch (s)": f"{r['epoch s']:.1f}", f"x {LABELS[reference]}": f"{r['s/step'] / ref[r['L']]:.2f}"}
+    columns = ["L", "Mechanism", "Batch", "s/step", "Epoch (s)", f"x {labels[reference]}"]
+    out = [{"L": r["L"], "Mechanism": labels[r["mechanism"]], "Batch": r["batch"], "s/step": f"{r['s/step']:.4f}",
+            "Epoch (s)": f"{r['epoch s']:.1f}", f"x {labels[reference]}": f"{r['s/step'] / ref[r['L']]:.2f}"}
            for r in rows]
     png = plot_epoch_time(rows, Path(out_dir) / figure, f"{name}, budget={budget}", **_figure_paper(name, budget))
     notes = [
@@ -82,7 +90,7 @@ def _figure_paper(key: str, budget: str) -> dict[str, Any]:
 
 def redraw_fig2_time(spec: Any, budget: str, out_dir: Path, rows: list[dict[str, str]]) -> Path:
     """Figure 2a/2b redrawn from the committed csv (``python -m oscrepro.tables.redraw osciformer/fig2_time``)."""
-    back = {v: k for k, v in LABELS.items()}
+    back = {v: k for k, v in mechanism_labels().items()}
     parsed = [{"L": int(r["L"]), "mechanism": back[r["Mechanism"]], "epoch s": float(r["Epoch (s)"])} for r in rows]
     a = spec.analysis
     return plot_epoch_time(parsed, out_dir / a.get("figure", "fig2_time.png"), f"{a['name']}, budget={budget}",
@@ -99,6 +107,7 @@ def plot_epoch_time(rows: list[dict[str, Any]], path: Path, title: str, referenc
 
     from oscrepro.analysis.figures import PAPER_BAND, PAPER_LINE, paper_label, save_figure
 
+    labels = mechanism_labels()
     fig = Figure(figsize=(14, 4.2))
     axes = fig.subplots(1, 3)
     series = {}
@@ -107,11 +116,11 @@ def plot_epoch_time(rows: list[dict[str, Any]], path: Path, title: str, referenc
         series[mech] = np.array(pts).T  # (2, n): L, epoch seconds
     for mech, (x, y) in series.items():
         for ax in axes[:2]:
-            ax.plot(x, y, marker="o", label=f"{LABELS[mech]} (ours)")
+            ax.plot(x, y, marker="o", label=f"{labels[mech]} (ours)")
     ref_x, ref_y = series[reference]
     if band is not None:
         axes[1].fill_between(ref_x, band[0] * ref_y, band[1] * ref_y, **PAPER_BAND,
-                             label=paper_label(f"{band[0]:g}x to {band[1]:g}x {LABELS[reference]} (Sec. 7)"))
+                             label=paper_label(f"{band[0]:g}x to {band[1]:g}x {labels[reference]} (Sec. 7)"))
         axes[2].axhspan(band[0], band[1], **PAPER_BAND, label=paper_label(f"speed-ups {band[0]:g}x to {band[1]:g}x "
                                                                           "(Sec. 7)"))
     if paper_ratio is not None:
@@ -119,7 +128,7 @@ def plot_epoch_time(rows: list[dict[str, Any]], path: Path, title: str, referenc
     for mech, (x, y) in series.items():
         if mech != reference:
             axes[2].plot(x, y / ref_y, marker="o", color=f"C{list(series).index(mech)}",
-                         label=f"{LABELS[mech]} / {LABELS[reference]} (ours)")
+                         label=f"{labels[mech]} / {labels[reference]} (ours)")
     for ax, scale, tag in zip(axes[:2], ("linear", "log"), ("(a)", "(b) log scale"), strict=True):
         ax.set_yscale(scale)
         ax.set_ylabel("Per-epoch training time (s)")
@@ -131,7 +140,7 @@ def plot_epoch_time(rows: list[dict[str, Any]], path: Path, title: str, referenc
     ticks = [t for t in (1, 2, 3, 5, 10, 20, 50, 100) if low / 1.2 <= t <= high * 1.2]
     axes[2].set_yticks(ticks, [f"{t:g}x" for t in ticks])
     axes[2].minorticks_off()
-    axes[2].set_ylabel(f"time / {LABELS[reference]} time")
+    axes[2].set_ylabel(f"time / {labels[reference]} time")
     axes[2].set_title("(c) speed-up of OsciFormer, ours vs the paper's", fontsize=9)
     for ax in axes:
         ax.set_xlabel("Input length L")

@@ -25,7 +25,7 @@ from oscrepro.attention.base import split_heads
 from oscrepro.attention.softmax import SoftmaxAttention
 from oscrepro.attention.ssa_reference import order_parameter, sync_matrix
 from oscrepro.models.block import TransformerBlock
-from oscrepro.models.osn import OSNBlock
+from oscrepro.papers.ssa.osn import OSNBlock
 
 
 @torch.no_grad()

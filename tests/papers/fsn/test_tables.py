@@ -17,7 +17,6 @@ import torch
 from omegaconf import OmegaConf
 
 from oscrepro.attention.fsn import FSNAttention
-from oscrepro.models.torus_lm import SwiGLUPhaseFFN, TorusLM
 from oscrepro.papers.fsn.kernel_reading import (
     coupling_function,
     harmonic_rms,
@@ -25,6 +24,7 @@ from oscrepro.papers.fsn.kernel_reading import (
     mean_real,
     value_gate_negative_fraction,
 )
+from oscrepro.papers.fsn.torus_lm import SwiGLUPhaseFFN, TorusLM
 from oscrepro.papers.fsn.wallclock import Curve, crossing_ratios, crossing_time, read_curve
 from oscrepro.runs.lookup import find_record
 from oscrepro.table import build_table

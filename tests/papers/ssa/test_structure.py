@@ -10,7 +10,7 @@ import torch
 from oscrepro.attention.softmax import SoftmaxAttention
 from oscrepro.attention.ssa import SelectiveSynchronizationAttention
 from oscrepro.models.block import TransformerBlock
-from oscrepro.models.osn import OSNBlock
+from oscrepro.papers.ssa.osn import OSNBlock
 from oscrepro.papers.ssa.structure import (
     effective_threshold,
     order_parameter_samples,

@@ -61,7 +61,7 @@ def test_a_stage_called_in_a_backward_falls_back_once(monkeypatch):
 
 
 def test_the_fsn_bound_falls_back_when_compile_fails(monkeypatch):
-    from oscrepro.models import torus_lm
+    from oscrepro.papers.fsn import torus_lm
 
     def broken_compile(*args, **kwargs):
         raise RuntimeError("inductor unavailable")

@@ -23,9 +23,9 @@ from oscrepro.attention.kuramoto import (
     strict_backward,
     strict_forward,
 )
-from oscrepro.models.fsn_mf import CollectiveModeFFN, WindingRegisterFFN, collective_reference
 from oscrepro.models.rope_transformer import RopeTransformerLM
-from oscrepro.models.torus_lm import SwiGLUPhaseFFN, TorusLM, bounded_update
+from oscrepro.papers.fsn.fsn_mf import CollectiveModeFFN, WindingRegisterFFN, collective_reference
+from oscrepro.papers.fsn.torus_lm import SwiGLUPhaseFFN, TorusLM, bounded_update
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
 K, T, B = 12, 9, 2

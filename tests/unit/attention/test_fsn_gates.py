@@ -11,8 +11,8 @@ import torch
 from oscrepro.attention import fsn_gates
 from oscrepro.attention.fsn_gates import gate_features
 from oscrepro.attention.kuramoto import PhaseGates, phasors
-from oscrepro.models import torus_lm
-from oscrepro.models.torus_lm import bound, bounded_update
+from oscrepro.papers.fsn import torus_lm
+from oscrepro.papers.fsn.torus_lm import bound, bounded_update
 
 
 def make_gates(k: int, dtype: torch.dtype, seed: int = 0) -> PhaseGates:

@@ -24,7 +24,7 @@ from oscrepro.attention.oscillator_kernels import (
     ridge_query_fit,
     steady_state_amplitude,
 )
-from oscrepro.bench.osciformer_legacy import LegacyOsciFormerAttention
+from oscrepro.papers.osciformer.legacy_kernel import LegacyOsciFormerAttention
 
 F64 = torch.float64
 ZETAS = [0.0, 0.3, 1 - 1e-9, 1.0, 1 + 1e-9, 2.5]
@@ -400,9 +400,9 @@ def _legacy_twin(mech: OsciFormerAttention) -> LegacyOsciFormerAttention:
 @pytest.mark.parametrize("max_growth", [300.0, 3.0])
 def test_matches_pre_rebuild_kernel(drive: str, max_growth: float, monkeypatch: pytest.MonkeyPatch) -> None:
     """Bench-like layer (random drive and velocity maps, XOR-like times with ties, T 40): the rebuilt kernel equals
-    the pre-rebuild one (bench/osciformer_legacy.py) to 1e-10 in the output and 1e-8 relative in every gradient, in
-    one anchor segment and in several (max_growth 3). omega starts at 0.1 here: with omega ~ lam ~ 0.01 (the
-    default range's edge) the closed form itself is ill-conditioned, and both kernels sit ~3e-10 (output) and
+    the pre-rebuild one (papers/osciformer/legacy_kernel.py) to 1e-10 in the output and 1e-8 relative in every
+    gradient, in one anchor segment and in several (max_growth 3). omega starts at 0.1 here: with omega ~ lam ~ 0.01
+    (the default range's edge) the closed form itself is ill-conditioned, and both kernels sit ~3e-10 (output) and
     ~1e-6 (relative gradient of the key omega, zeta and drive) from the quadrature reference, in different
     directions; ``test_hard_regimes_match_reference`` covers slow and near-resonant channels against quadrature."""
     monkeypatch.setattr(osc, "MAX_GROWTH", max_growth)

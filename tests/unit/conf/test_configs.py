@@ -15,6 +15,8 @@ CONF = Path(__file__).resolve().parents[3] / "conf"
 EXPERIMENTS = sorted(
     str(p.relative_to(CONF / "experiment").with_suffix("")) for p in (CONF / "experiment").rglob("*.yaml")
 )
+PAPERS_DIR = Path(__file__).resolve().parents[3] / "oscrepro" / "papers"
+PAPER_KEYS = {p.name for p in PAPERS_DIR.iterdir() if (p / "__init__.py").exists()}  # one package per paper key
 
 
 @pytest.mark.parametrize("budget", BUDGETS)
@@ -23,10 +25,9 @@ def test_experiment_composes_and_model_instantiates(compose, experiment, budget)
     cfg = compose([f"experiment={experiment}", f"budget={budget}"])
     assert cfg.experiment_name == experiment and cfg.budget_name == budget
     # the cross-paper leaderboard's own experiments belong to no paper
-    assert cfg.paper in ({None} if experiment.startswith("leaderboard/") else {"fqo", "osciformer", "coupledqk",
-                                                                                  "ssa", "fsn"})
-    task_target = cfg.task._target_
-    assert task_target.startswith("oscrepro.tasks.")
+    assert cfg.paper in ({None} if experiment.startswith("leaderboard/") else PAPER_KEYS)
+    # a core task, or one of the experiment's own paper (fqo SVA's attention probe)
+    assert cfg.task._target_.startswith(("oscrepro.tasks.", f"oscrepro.papers.{cfg.paper}."))
     # the attention factory is a partial; the backbone builds it per layer. Backbones with their own attention
     # (the fsn RoPE transformer baseline, osciformer's App. E.2 single-query resonance model and App. E.3
     # forecaster) take none.
@@ -68,3 +69,9 @@ def test_table_spec_loads(key):
 def test_unknown_table_lists_available():
     with pytest.raises(SpecError, match="fqo/table2"):
         load_spec("fqo/table99")
+
+
+def test_paper_keys_are_the_paper_packages_and_table_dirs():
+    """The paper keys come from oscrepro/papers/<key>/ and agree with conf/table/<key>/ (the leaderboard aside)."""
+    tables = {p.name for p in (CONF / "table").iterdir() if p.is_dir()} - {"leaderboard"}
+    assert PAPER_KEYS and PAPER_KEYS == tables

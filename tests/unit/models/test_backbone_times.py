@@ -11,8 +11,8 @@ from torch import Tensor, nn
 
 from oscrepro.attention.base import AttentionBase, Aux
 from oscrepro.models.rope_transformer import RopeTransformerLM
-from oscrepro.models.torus_lm import SwiGLUPhaseFFN, TorusLM
 from oscrepro.models.transformer import CausalLM, EncoderClassifier
+from oscrepro.papers.fsn.torus_lm import SwiGLUPhaseFFN, TorusLM
 
 B, T, V = 2, 5, 11
 

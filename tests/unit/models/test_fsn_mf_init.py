@@ -1,4 +1,4 @@
-"""FSN-MF initialisation (oscrepro/models/fsn_mf.py, ``init``): the configs' "linear" init starts the model out of
+"""FSN-MF initialisation (oscrepro/papers/fsn/fsn_mf.py, ``init``): the configs' "linear" init starts the model out of
 the chaotic regime that kept the first ("gaussian") choice at the unigram level (issue 16)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from oscrepro.attention.fsn import FSNAttention
-from oscrepro.models.fsn_mf import CollectiveModeFFN, WindingRegisterFFN
-from oscrepro.models.torus_lm import SwiGLUPhaseFFN, TorusLM
+from oscrepro.papers.fsn.fsn_mf import CollectiveModeFFN, WindingRegisterFFN
+from oscrepro.papers.fsn.torus_lm import SwiGLUPhaseFFN, TorusLM
 
 
 def grad_norm(ffn: functools.partial, seed: int = 0) -> float:

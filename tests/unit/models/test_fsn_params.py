@@ -24,15 +24,15 @@ import pytest
 
 from oscrepro.attention.fsn import FSNAttention
 from oscrepro.attention.kuramoto import KuramotoAttention
-from oscrepro.models.fsn_mf import (
+from oscrepro.models.rope_transformer import RopeTransformerLM, rope_transformer_params, search_width
+from oscrepro.papers.fsn.fsn_mf import (
     CollectiveModeFFN,
     WindingRegisterFFN,
     collective_params,
     match_modes,
     swiglu_block_params,
 )
-from oscrepro.models.rope_transformer import RopeTransformerLM, rope_transformer_params, search_width
-from oscrepro.models.torus_lm import SwiGLUPhaseFFN, TorusLM
+from oscrepro.papers.fsn.torus_lm import SwiGLUPhaseFFN, TorusLM
 
 K, L, N = 176, 4, 3
 

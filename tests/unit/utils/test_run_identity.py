@@ -1,6 +1,7 @@
 """Run identity: every committed run record's directory is the id its config hashes to (an id rule that orphans
-records fails here), where a run read its data from is not part of its id, and a CPU run on a GPU machine is
-recorded as trained by the CPU."""
+records fails here), also read back at today's class paths (a class moved into oscrepro/papers/ keeps its records'
+ids: runs.record.MOVED_TARGETS), where a run read its data from is not part of its id, and a CPU run on a GPU
+machine is recorded as trained by the CPU."""
 
 from __future__ import annotations
 
@@ -8,21 +9,85 @@ import subprocess
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
+from hydra.utils import get_object
+from omegaconf import DictConfig, OmegaConf
 
 from oscrepro.runs.compose import compose_run
-from oscrepro.runs.record import run_id
+from oscrepro.runs.record import MOVED_TARGETS, RETIRED_KEYS, current_targets, hashed_payload, run_id
 from oscrepro.utils import provenance
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_every_committed_record_is_at_its_run_id() -> None:
+def committed_configs() -> list[str]:
     files = subprocess.run(["git", "ls-files", "results/runs/*/config.yaml"], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout.split()
     assert len(files) > 100  # the records are in git (a checkout without them would make this vacuous)
-    wrong = [f for f in files if run_id(OmegaConf.load(ROOT / f)) != Path(f).parent.name]
+    return files
+
+
+def targets(cfg: DictConfig) -> set[str]:
+    """Every ``_target_`` string of a config."""
+    found: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            found.update([node["_target_"]] if isinstance(node.get("_target_"), str) else [])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(OmegaConf.to_container(cfg, resolve=False))
+    return found
+
+
+def test_every_committed_record_is_at_its_run_id() -> None:
+    wrong = [f for f in committed_configs() if run_id(OmegaConf.load(ROOT / f)) != Path(f).parent.name]
     assert not wrong, wrong[:5]
+
+
+def test_every_committed_record_read_at_todays_paths_keeps_its_id_and_imports() -> None:
+    """A record's config read back at today's paths (what load_run and recover_checkpoint build from) hashes to its
+    own dir name, and every class it names imports: the moved fsn backbones and fqo's probe task included."""
+    wrong, names = [], set()
+    for f in committed_configs():
+        now = current_targets(OmegaConf.load(ROOT / f))
+        if run_id(now) != Path(f).parent.name:
+            wrong.append(f)
+        names |= targets(now)
+    assert not wrong, wrong[:5]
+    assert not names & set(MOVED_TARGETS.values()) - set(RETIRED_KEYS)  # no record left at a path classes left
+    assert {"oscrepro.papers.fsn.torus_lm.TorusLM",
+            "oscrepro.papers.fqo.verb_attention.VerbAttentionProbeTask"} <= names  # the moves are exercised
+    for name in sorted(names):
+        get_object(name)
+
+
+def test_every_moved_path_imports_and_hashes_as_its_old_one() -> None:
+    """Each alias's new path imports; a config naming it hashes as one naming the old path (and no old path is a
+    new path too: a chain would hash differently depending on which record was read)."""
+    for new, old in MOVED_TARGETS.items():
+        assert callable(get_object(new)), new
+        assert new not in MOVED_TARGETS.values()
+        keys = RETIRED_KEYS.get(old, {})  # a moved class that took retired keys over states them
+        assert run_id(OmegaConf.create({"x": {"_target_": new, **keys}})) == \
+            run_id(OmegaConf.create({"x": {"_target_": old, **keys}}))
+
+
+def test_a_retired_key_hashes_at_its_retired_value_when_absent() -> None:
+    """The core classification task no longer takes fqo's probe keys; its runs keep the ids they had with them."""
+    target = "oscrepro.tasks.classification.ClassificationTask"
+    without = OmegaConf.create({"task": {"_target_": target, "scheduler": None}})
+    with_keys = OmegaConf.create({"task": {"_target_": target, "scheduler": None, **RETIRED_KEYS[target]}})
+    assert run_id(without) == run_id(with_keys)
+    assert hashed_payload(without)["task"] == {"_target_": target, "scheduler": None, **RETIRED_KEYS[target]}
+    probed = OmegaConf.create({"task": {"_target_": target, "scheduler": None, "attention_probe": True,
+                                        "probe_layer": 0}})
+    assert run_id(probed) != run_id(without)  # the check can fail: the probe's runs are other runs
+    assert current_targets(probed).task._target_ == "oscrepro.papers.fqo.verb_attention.VerbAttentionProbeTask"
+    assert "attention_probe" not in current_targets(with_keys).task
 
 
 def test_data_location_is_not_part_of_the_id() -> None:

@@ -1,6 +1,6 @@
 """FSN-MF collective-mode feed-forward block and its winding-register variant (fsn Eq. 4, §2.4, App. A).
 
-FSN-MF replaces the SwiGLU block of :class:`~oscrepro.models.torus_lm.TorusLM` with coupling to M learned
+FSN-MF replaces the SwiGLU block of :class:`~oscrepro.papers.fsn.torus_lm.TorusLM` with coupling to M learned
 collective modes (generalised order parameters) of the layer's own phasors z = exp(i theta)::
 
     m_h = sum_c C_hc z_c,   q = SiLU(Re m^g + b) * m^v,   a^ffn = Im(conj(z) * D q)                   (Eq. 4)

@@ -1,14 +1,14 @@
 """OsciFormer kernel cost: one ``OsciFormerAttention`` layer against ``SoftmaxAttention`` on the same input, before
 and after the kernel rebuild of issue 37, in one process.
 
-    python -m oscrepro.bench.osciformer_kernel                     # writes results/bench/osciformer_kernel.md
-    python -m oscrepro.bench.osciformer_kernel --trials 9 --out -  # print only
+    python -m oscrepro.papers.osciformer.kernel_bench                     # writes results/bench/osciformer_kernel.md
+    python -m oscrepro.papers.osciformer.kernel_bench --trials 9 --out -  # print only
 
 The osciformer paper's claim (Sec. 5) is that the closed form is cheap, O(N^2 J d). For each (T, J) cell three
 layers (d_model 64, 4 heads, B = 32, float32 activations, XOR-like times: gaps k/32, k in {0, 1, 2}, so with
 ties) are timed in alternation, trial by trial, in one process on one thread (``harness.measure_alternating``),
 forward (no_grad) and forward+backward: softmax, OsciFormer "before" (the pre-rebuild kernel,
-``osciformer_legacy``) and "after" (``oscrepro.attention.osciformer``), the two OsciFormers with the same
+``legacy_kernel``) and "after" (``oscrepro.attention.osciformer``), the two OsciFormers with the same
 parameters. The table gives median process CPU times and the median ratios osciformer / softmax of process CPU
 time (the steadier one on a shared machine) and, for forward+backward, of wall time.
 
@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from oscrepro.attention.osciformer import OsciFormerAttention
 from oscrepro.attention.softmax import SoftmaxAttention
 from oscrepro.bench.harness import _fwd, _fwd_bwd, device_line, emit, measure_alternating, peak_memory_mb
-from oscrepro.bench.osciformer_legacy import LegacyOsciFormerAttention
+from oscrepro.papers.osciformer.legacy_kernel import LegacyOsciFormerAttention
 
 CELLS = [(256, 8), (32, 8), (16, 8), (64, 8), (128, 8), (32, 4), (32, 16)]  # (T, J): issue 37's cell, the rest
 MEMORY_CELL = (4, 1024, 8)  # (B, T, J) of the peak-memory comparison
@@ -147,9 +147,9 @@ def render(rows: list[dict[str, float]], memory: list[dict[str, float]], args: a
     head = [
         "# OsciFormer kernel vs softmax (one layer), before and after the rebuild (issue 37)",
         "",
-        f"- **Protocol:** `python -m oscrepro.bench.osciformer_kernel`: B={args.batch}, d_model={args.d_model}, "
+        f"- **Protocol:** `python -m oscrepro.papers.osciformer.kernel_bench`: B={args.batch}, d_model={args.d_model}, "
         f"H={args.n_heads}, XOR-like times (gaps k/32), causal; softmax, OsciFormer before (pre-rebuild kernel, "
-        "`bench/osciformer_legacy.py`) and after (same parameters) in one process, alternating trial by trial "
+        "`papers/osciformer/legacy_kernel.py`) and after (same parameters) in one process, alternating trial by trial "
         f"({args.warmup} warm-up + {args.trials} trials per cell), medians; one thread (torch.set_num_threads(1)). "
         "ms = median process CPU time; × = osciformer / softmax of median CPU time (wall: of median wall time).",
         device_line(),
@@ -170,7 +170,7 @@ def render(rows: list[dict[str, float]], memory: list[dict[str, float]], args: a
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m oscrepro.bench.osciformer_kernel",
+        prog="python -m oscrepro.papers.osciformer.kernel_bench",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,5 +1,5 @@
 """OsciFormer's closed-form kernel as it stood before issue 37 (commit 1624233): the "before" column of
-``oscrepro.bench.osciformer_kernel``, kept only so that the bench compares old and new in one process.
+``oscrepro.papers.osciformer.kernel_bench``, kept only so that the bench compares old and new in one process.
 
 Same module (``OsciFormerAttention``'s parameters, buffers and API); only the forward differs: complex
 exponential modes of the transient with a per-pair fallback for near-critical channels, the O(T^2 J d) ridge fit
