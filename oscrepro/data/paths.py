@@ -116,8 +116,9 @@ def find_dataset(name: str, data_dir: str | os.PathLike[str] | None = None, mark
 def fallthrough_note(name: str, found: Path, data_dir: str | os.PathLike[str] | None = None,
                      partial: Iterable[Path] | None = None) -> str:
     """Say a fall-through between the default roots (module docstring): ``""`` when there was none, else one
-    warning line on the console (logger ``oscrepro.data``; once per process for the same fall-through) and ``"; <what was passed over>"`` for the data
-    module to append to its ``source``, so the run record says which copy it read and why.
+    warning line on the console (logger ``oscrepro.data``; once per process for the same fall-through) and
+    ``"; <what was passed over>"`` for the data module to append to its ``source``, so the run record says which
+    copy it read and why (every run's, though the console says it once).
 
     Args:
         name: the dataset as its folder names it (``"wikitext-2"``, ``"event_seq_tpp/rmtpp_raw/so"``).
