@@ -93,7 +93,7 @@ def plot_figure4(settings: dict[str, dict[str, Any]], labels: list[str], n_heads
     from oscrepro.tables.spec import load_spec
 
     most = (figure_block(load_spec("ssa/fig4").path).get("paper") or {}).get("locked_fraction_band")
-    fig = Figure(figsize=(max(2 * n_heads, 9), 8.4))
+    fig = Figure(figsize=(max(2 * n_heads, 9), 8.6 if n_heads >= 8 else 9.6))  # + a one-column legend
     grid = fig.add_gridspec(3, n_heads, height_ratios=[1, 1, 0.9])
     for i, (res, label) in enumerate(zip(settings.values(), labels, strict=True)):
         for h in range(n_heads):
@@ -112,17 +112,17 @@ def plot_figure4(settings: dict[str, dict[str, Any]], labels: list[str], n_heads
     spec_res, raw_res = settings.values()
     if most is not None:
         ax.axhspan(*most, **PAPER_BAND, label=paper_label("'most token pairs pass the phase-locking condition' "
-                                                          "(§IV.3: locked fraction above one half)"))
-    ax.axhline(paper_diag, **PAPER_LINE, label=paper_label(f"S_ii = {paper_diag:g} (§IV.3, Fig. 4 caption)"))
+                                                          "(§IV.3; above one half)"))
+    ax.axhline(paper_diag, **PAPER_LINE, label=paper_label(f"S_ii = {paper_diag:g} (§IV.3)"))
     ax.plot(heads, spec_res["diag_mean"].numpy(), ls="none", marker="s", ms=6, color="C0",
-            label="ours, as specified: mean S_ii")
+            label="ours: mean S_ii")
     ax.plot(heads, spec_res["offdiag_nonzero"].numpy(), ls="none", marker="o", ms=6, color="C3",
-            label="ours, as specified: off-diagonal locked fraction")
+            label="ours: off-diagonal locked fraction")
     ax.plot(heads, raw_res["offdiag_nonzero"].numpy(), ls="none", marker="x", ms=6, color="0.4",
-            label="ours, illustration only: off-diagonal locked fraction")
+            label="ours, illustration only: off-diag. locked")
     ax.set(xticks=heads, xlabel="head", ylabel="fraction / S_ii", ylim=(-0.05, 1.1),
-           title="per-head statistics beside the paper's statements")
-    ax.legend(fontsize=7, ncol=2, loc="lower center", bbox_to_anchor=(0.5, 0.08))  # the empty band of the axes
+           title="per-head statistics (block as specified) beside the paper's statements")
+    ax.legend(fontsize=7, ncol=2 if n_heads >= 8 else 1, loc="upper center", bbox_to_anchor=(0.5, -0.3))
     fig.suptitle(f"ssa Fig. 4: synchronization matrices S^(h) at initialization, first {n_show} x {n_show} of "
                  f"N = {seq_len} (budget={budget})", fontsize=11)
     return save_figure(fig, path, dpi=110, caption=_caption("ssa/fig4", budget, "fig4"))
