@@ -5,7 +5,8 @@ a caption under the axes, a legend entry for every marker, and a redraw path fro
   shows it under the image: ``oscrepro.report``) and closes the figure.
 * :data:`PAPER` is the look of a paper value (hollow black diamonds, dotted lines, grey bands); :func:`paper_label`
   names it in the legend, so a reader tells the paper's numbers from ours without reading the caption.
-* :func:`budget_caption` says at which budget our numbers were made, from the table spec's ``budget_notes``.
+* :func:`budget_caption` says at which budget our numbers were made, from the table spec's ``budget_notes``;
+  :func:`paper_caption` adds what the paper states about a figure it gives without values (``figure.paper``).
 * :func:`figure_block` reads a spec's top-level ``figure:`` block: the paper's figure values (reference data read
   off the paper, never written into a reproduced column) and ``redraw``, the callable that redraws the figure from
   the committed csv without training (``python -m oscrepro.tables.redraw <table> --budget cpu``).
@@ -50,6 +51,29 @@ def budget_caption(budget: str, notes: dict[str, str] | None = None, source: str
 def spec_caption(spec: Any, budget: str) -> str:
     """:func:`budget_caption` of a :class:`~oscrepro.tables.spec.TableSpec` (its source and budget notes)."""
     return budget_caption(budget, spec.budget_notes, f"Reproduces {spec.source}")
+
+
+def header_caption(spec: Any, budget: str) -> str:
+    """:func:`spec_caption` by the table header's rule (``oscrepro.tables.render.header_lines``): an analysis spec
+    with no setting for ``budget`` under ``analysis.budgets`` runs the paper's protocol unchanged, so its figure
+    says so instead of flagging the budget as below the paper's."""
+    if budget == "paper" or spec.kind != "analysis" or budget in spec.analysis.get("budgets", {}):
+        return spec_caption(spec, budget)
+    return f"Reproduces {spec.source}. Budget: {budget}, the paper's settings unchanged."
+
+
+def paper_caption(spec: Any, budget: str, which: str) -> str:
+    """A figure's caption: :func:`header_caption` and what the paper states about figure ``which`` (the spec's
+    ``figure.paper.statements.<which>``: quoted text, for panels the paper gives without values)."""
+    said = (figure_block(spec.path).get("paper") or {}).get("statements", {}).get(which, [])
+    return " ".join([header_caption(spec, budget), *said])
+
+
+def figure_notes(spec: Any) -> list[str]:
+    """The spec's ``figure.note`` as a table note: which of the paper's values the figure draws, and that it
+    states no number for the rest (``[]`` without one)."""
+    note = figure_block(spec.path).get("note")
+    return [f"**Paper values in the figure:** {note}"] if note else []
 
 
 def figure_block(spec_path: str | Path) -> dict[str, Any]:

@@ -43,6 +43,10 @@ REPO_ROOT: Path = Path(__file__).resolve().parents[2]
 
 log = logging.getLogger("oscrepro.data")
 
+# fall-through notes already on the console: a table build sets up one data module per run (18 for osciformer's
+# UEA tables), and the same line 18 times hides the rest of the log; each record still keeps it in its source
+_SAID: set[str] = set()
+
 
 class DatasetNotFoundError(FileNotFoundError):
     """A dataset is neither on disk nor obtainable (offline / download disabled)."""
@@ -112,8 +116,9 @@ def find_dataset(name: str, data_dir: str | os.PathLike[str] | None = None, mark
 def fallthrough_note(name: str, found: Path, data_dir: str | os.PathLike[str] | None = None,
                      partial: Iterable[Path] | None = None) -> str:
     """Say a fall-through between the default roots (module docstring): ``""`` when there was none, else one
-    warning line on the console (logger ``oscrepro.data``) and ``"; <what was passed over>"`` for the data
-    module to append to its ``source``, so the run record says which copy it read and why.
+    warning line on the console (logger ``oscrepro.data``; once per process for the same fall-through) and
+    ``"; <what was passed over>"`` for the data module to append to its ``source``, so the run record says which
+    copy it read and why (every run's, though the console says it once).
 
     Args:
         name: the dataset as its folder names it (``"wikitext-2"``, ``"event_seq_tpp/rmtpp_raw/so"``).
@@ -139,7 +144,9 @@ def fallthrough_note(name: str, found: Path, data_dir: str | os.PathLike[str] | 
         return ""
     root = roots[index] if index < len(roots) else found.parent
     note = f"{name} fell through to {root} after {'; '.join(passed)}"
-    log.warning("data: %s", note)
+    if note not in _SAID:  # once per process and fall-through (the returned note goes into every run's source)
+        _SAID.add(note)
+        log.warning("data: %s", note)
     return f"; {note}"
 
 

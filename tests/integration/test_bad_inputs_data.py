@@ -257,6 +257,23 @@ def test_a_fall_through_between_default_roots_is_logged_and_in_the_source(roots,
     assert lines == [f"data: {note[2:]}"]
 
 
+def test_a_fall_through_is_said_once_per_process_but_kept_in_every_source(roots, monkeypatch, caplog):
+    """A table build sets up one data module per run: the console line comes once, every run's source keeps it."""
+    _wikitext(roots["shared"])
+    env = roots["tmp"] / "env_once"
+    env.mkdir()
+    monkeypatch.setenv(paths.DATA_DIR_ENV, str(env))
+    with caplog.at_level(logging.WARNING, logger="oscrepro.data"):
+        sources = []
+        for _ in range(3):
+            dm = _words(str(env), roots["tmp"])
+            dm.setup("fit")
+            sources.append(dm.source)
+    lines = [r.getMessage() for r in caplog.records if r.name == "oscrepro.data" and "fell through" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert all(s.endswith(f"; {lines[0].removeprefix('data: ')}") for s in sources), sources
+
+
 def test_training_refuses_a_missing_data_dir_that_a_rebuilt_record_relocates(roots, caplog):
     """setup_data (training) keeps a missing explicit data_dir an error; instantiate_data (rebuilding a run from a
     record made on another machine, whose data_dir is a location key) searches the default roots, and says so."""

@@ -406,10 +406,30 @@ def plot_bin_bars(labels: list[str], stats: dict[str, tuple[np.ndarray, np.ndarr
     return save_figure(fig, path, caption=caption)
 
 
-def plot_depth_curves(curves: dict[str, DepthCurve], path: str | Path, title: str = "") -> Path:
-    """Figure 4: margin at every exact depth with shaded position-bootstrap bands."""
+def plot_depth_curves(curves: dict[str, DepthCurve], path: str | Path, title: str = "",
+                      paper_bins: dict[str, list[float]] | None = None,
+                      paper_points: dict[str, dict[int, float]] | None = None, caption: str | None = None) -> Path:
+    """Figure 4: margin at every exact depth with shaded position-bootstrap bands. Beside ours, in each family's
+    colour: ``paper_bins`` (family -> the paper's Table 4 seed-mean margin per :data:`DEPTH_BINS` bin) as dotted
+    steps over the bin's depths, and ``paper_points`` (family -> {depth: margin} the text states) as hollow
+    diamonds; reference data, never ours."""
+    from oscrepro.analysis.figures import PAPER, PAPER_LINE, paper_label
+
     fig, ax = _axes()
-    for name, c in curves.items():
-        ax.plot(c.depths, c.mean, marker="o", ms=3, label=name)
-        ax.fill_between(c.depths, c.ci_low, c.ci_high, alpha=0.25)
-    return _finish(fig, ax, path, "exact copy depth (last point: ≥ max)", title)
+    fig.set_size_inches(9.5, 4.2)
+    for f, (name, c) in enumerate(curves.items()):
+        ax.plot(c.depths, c.mean, marker="o", ms=3, color=f"C{f}", label=f"{name} (ours, seed mean)")
+        ax.fill_between(c.depths, c.ci_low, c.ci_high, alpha=0.25, color=f"C{f}",
+                        label=f"{name} (ours, 95 % position bootstrap)")
+        if (paper_bins or {}).get(name) is not None:
+            for b, ((lo, hi), v) in enumerate(zip(DEPTH_BINS, paper_bins[name], strict=True)):
+                ax.plot([lo - 0.4, hi + 0.4], [v, v], **{**PAPER_LINE, "color": f"C{f}", "lw": 2.0},
+                        label=paper_label(f"{name}, Table 4 bin seed mean") if b == 0 else "_nolegend_")
+        if (paper_points or {}).get(name):
+            pts = sorted(paper_points[name].items())
+            ax.plot([d for d, _ in pts], [v for _, v in pts], **{**PAPER, "mec": f"C{f}"},
+                    label=paper_label(f"{name} at depths {', '.join(str(d) for d, _ in pts)} (§4.3)"))
+    ax.axhline(0.0, color="k", lw=0.8)
+    ax.set(xlabel="exact copy depth (last point: ≥ max)", ylabel="Δ bits/char vs reference", title=title)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return save_figure(fig, path, caption=caption)

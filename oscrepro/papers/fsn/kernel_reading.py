@@ -113,21 +113,30 @@ def layer_summary(kernels: list[LayerKernel]) -> list[dict[str, object]]:
     return rows
 
 
-def plot_figure2(kernels: list[LayerKernel], path: str | Path, title: str = "") -> Path:
-    """Left: f_l(Delta) per layer with sin(Delta) dashed gray; right: RMS |w^(n)| bars, hatched if mean Re < 0."""
-    from matplotlib.figure import Figure
+def plot_figure2(kernels: list[LayerKernel], path: str | Path, title: str = "",
+                 paper_negative: list[tuple[int, int]] | None = None, caption: str | None = None) -> Path:
+    """Left: f_l(Delta) per layer with sin(Delta) dashed gray; right: RMS |w^(n)| bars, hatched if mean Re < 0.
 
-    fig = Figure(figsize=(11, 4))
+    ``paper_negative``: the (layer, harmonic) pairs, 1-based, whose present-field coordinate-mean Re w0 the paper
+    states trained negative (§4.4), marked by a hollow triangle over our bar; the paper gives no magnitudes, so its
+    other statements go in ``caption``."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    from oscrepro.analysis.figures import PAPER, paper_label
+
+    fig = Figure(figsize=(11, 4.4))
     ax_f, ax_b = fig.subplots(1, 2)
     delta = np.linspace(-math.pi, math.pi, 361)
     for lk in kernels:
-        ax_f.plot(delta, coupling_function(lk.w0, delta), label=f"layer {lk.layer + 1}")
-    ax_f.plot(delta, np.sin(delta), "--", color="gray", label="sin Δ (Kuramoto)")
+        ax_f.plot(delta, coupling_function(lk.w0, delta), label=f"ours: layer {lk.layer + 1}")
+    ax_f.plot(delta, np.sin(delta), "--", color="gray", label="sin Δ (Kuramoto reference, as in the paper)")
     ax_f.set(xlabel="Δ = θ_u − θ_t", ylabel="f_l(Δ)", title="present-field coupling function")
     ax_f.legend(fontsize=8)
     fields = [("w0", "present"), ("w1", "successor")]
     n_h = kernels[0].w0.shape[0]
     width = 0.8 / (2 * n_h)
+    tops: dict[tuple[int, int], tuple[float, float]] = {}  # (layer, harmonic), 1-based -> present bar (x, height)
     for li, lk in enumerate(kernels):
         for fi, (name, lab) in enumerate(fields):
             w = getattr(lk, name)
@@ -136,10 +145,21 @@ def plot_figure2(kernels: list[LayerKernel], path: str | Path, title: str = "") 
             for n, (r, m) in enumerate(zip(harmonic_rms(w), mean_real(w), strict=True)):
                 x = li + (fi * n_h + n - (2 * n_h - 1) / 2) * width
                 ax_b.bar(x, r, width, color=f"C{fi * n_h + n}", hatch="//" if m < 0 else None, edgecolor="k",
-                         label=f"{lab} n={n + 1}" if li == 0 else None)
+                         label=f"ours: {lab} n={n + 1}" if li == 0 else None)
+                if fi == 0:
+                    tops[(lk.layer + 1, n + 1)] = (x, float(r))
+    handles, labels = ax_b.get_legend_handles_labels()
+    handles.append(Patch(facecolor="w", edgecolor="k", hatch="//"))
+    labels.append("hatched: ours, mean Re < 0")
+    marks = [tops[k] for k in (paper_negative or []) if k in tops]
+    if marks:
+        ax_b.plot([x for x, _ in marks], [h + 0.03 * max(t for _, t in tops.values()) for _, h in marks],
+                  **{**PAPER, "marker": "v"}, label=paper_label("mean Re w0 < 0 here (§4.4)"))
+        handles.append(ax_b.get_lines()[-1])
+        labels.append(ax_b.get_lines()[-1].get_label())
     ax_b.set_xticks(range(len(kernels)), [f"layer {lk.layer + 1}" for lk in kernels])
     ax_b.set(ylabel="RMS over coordinates of |w^(n)|", title="harmonic magnitudes (hatched: mean Re < 0)")
-    ax_b.legend(fontsize=7, ncol=2, loc="center right")
+    ax_b.legend(handles, labels, fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if title:
         fig.suptitle(title)
-    return save_figure(fig, path)
+    return save_figure(fig, path, caption=caption)

@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
+from oscrepro.analysis.figures import figure_notes
 from oscrepro.papers.fsn.ngram import ngram_notes
 from oscrepro.runs.compose import compose_run
 from oscrepro.tables.runs import MissingRunsError, load_run, source_runs
+from oscrepro.tables.spec import load_spec
 
 
 def _seed(run_dir: Path) -> int:
@@ -169,8 +171,10 @@ def fsn_copy_depth(out_dir: Path, budget: str, results_dir: Path, name: str, sou
         curves = {f: per_depth_curve([d["standard"] for d in bat.deltas[f]], bat.depth["standard"],
                                      [d["enriched"] for d in bat.deltas[f]], bat.depth["enriched"], seed=seed)
                   for f in figures.get("curve_families", list(bat.deltas)) if f in bat.deltas}
-        notes.append(f"**Figure (exact depth 0..32, position bootstrap):** "
-                     f"`{plot_depth_curves(curves, Path(out_dir) / figures['curves'], name).name}`")
+        png = plot_depth_curves(curves, Path(out_dir) / figures["curves"], f"{name} (Figure 4), budget={budget}",
+                                **depth_curves_paper(name, budget, paper, list(curves)))
+        notes.append(f"**Figure (exact depth 0..32, position bootstrap):** `{png.name}`")
+        notes += figure_notes(load_spec(name))  # what the figure draws of the paper (the spec's figure.note)
     ref_txt = ", ".join(p.name for p in bat.reference)
     notes += [f"**Reference ({reference.get('mode', 'best')}):** {reference['row']} → {ref_txt}; margins = model − "
               "reference in bits per character, negative favours the model.",
@@ -179,6 +183,19 @@ def fsn_copy_depth(out_dir: Path, budget: str, results_dir: Path, name: str, sou
               f"bootstrap, {n_resamples} resamples. Data: {bat.source}.",
               "**Checkpoints:** the final epoch (`last.ckpt`); the paper uses each seed's best-validation epoch."]
     return columns, rows, notes
+
+
+def depth_curves_paper(key: str, budget: str, paper: dict[str, Any], families: list[str]) -> dict[str, Any]:
+    """The per-depth figure's paper values for ``families`` (Table 4's bin seed means from the spec's
+    ``analysis.paper``; the depths §4.3 quotes from ``figure.paper.depth_points``) and its caption."""
+    from oscrepro.analysis.figures import figure_block, paper_caption
+
+    spec = load_spec(key)
+    points = (figure_block(spec.path).get("paper") or {}).get("depth_points") or {}
+    bins = paper_bin_means(paper)
+    return {"paper_bins": {f: bins[f] for f in families if f in bins},
+            "paper_points": {f: {int(d): float(v) for d, v in points[f].items()} for f in families if f in points},
+            "caption": paper_caption(spec, budget, "curves")}
 
 
 def _margin_text(r: dict[str, Any], i: int) -> str:
@@ -228,13 +245,26 @@ def fsn_figure2(out_dir: Path, budget: str, results_dir: Path, source: str, row:
     fractions = value_gate_negative_fraction(run.model, torch.from_numpy(chunks[:, :-1].astype(np.int64)))
     for r, f in zip(rows, fractions, strict=True):
         r["value gate < 0 (fraction)"] = f
-    png = plot_figure2(kernels, Path(out_dir) / "fig2.png", f"{row}, seed {seed}")
+    png = plot_figure2(kernels, Path(out_dir) / "fig2.png", f"fsn Figure 2: {row}, seed {seed}, budget={budget}",
+                       **figure2_paper(budget))
     notes += [f"**Run:** {run.label}; **figure:** `{png.name}`. f_l = (1/k) Σ_a Σ_n [Re w0 sin nΔ + Im w0 cos nΔ]; "
               "rms|w^n| over coordinates; value-gate fraction on the first "
               f"{len(chunks)} validation windows."]
     notes += [f"**Paper (§4.4):** {p}" for p in (paper or [])]
+    notes += figure_notes(load_spec("fsn/fig2"))  # what the figure draws of the paper (the spec's figure.note)
     columns = list(rows[0])
     return columns, [{c: r.get(c, math.nan) for c in columns} for r in rows], notes
+
+
+def figure2_paper(budget: str) -> dict[str, Any]:
+    """Figure 2's caption (budget, the paper's statements) and the present-field (layer, harmonic) pairs whose
+    coordinate-mean real coefficient §4.4 states negative (the spec's ``figure.paper``; reference data)."""
+    from oscrepro.analysis.figures import figure_block, paper_caption
+
+    spec = load_spec("fsn/fig2")
+    paper = figure_block(spec.path).get("paper") or {}
+    return {"caption": paper_caption(spec, budget, "fig2"),
+            "paper_negative": [tuple(p) for p in paper.get("negative_mean_re_present", [])]}
 
 
 # -------------------------------------------------------------------------------------------- ladder post

@@ -31,11 +31,13 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
+from oscrepro.analysis.figures import figure_notes, paper_caption
 from oscrepro.data.resonance import forecast_amplitudes
 from oscrepro.papers.osciformer.resonance_figs import collect
 from oscrepro.runs.record import RunRecord
 from oscrepro.tables.recover import recovered_note
 from oscrepro.tables.runs import load_run
+from oscrepro.tables.spec import load_spec
 from oscrepro.tables.values import SeedStat
 
 # (row label, key in the spec's ``paper`` mapping)
@@ -138,10 +140,12 @@ def osciformer_fig5_forecast(out_dir: Path, budget: str, results_dir: Path, name
                "y_hat": float(k0["y_hat"][example_index]), "y_true": float(val.y[example_index, 0, 0])}
     init_omega0 = init_model.key_params()["omega0"].detach().double().numpy()
     title = f"{name}, budget={budget}"
+    spec = load_spec(name)
     f5 = plot_fig5(omegas, phases, alpha, k0["omega0"][rep], np.asarray(p["omegas"]), rep,
-                   Path(out_dir) / figures[0], title)
+                   Path(out_dir) / figures[0], title, caption=paper_caption(spec, budget, "fig5"))
     f6 = plot_fig6(example, np.asarray(p["omegas"]), p["t_future"], [k["omega0"] for k in keys], seed_cols,
-                   init_omega0, Path(out_dir) / figures[1], title)
+                   init_omega0, Path(out_dir) / figures[1], title, scores=scores, paper=paper,
+                   caption=paper_caption(spec, budget, "fig6"))
 
     mismatch = [i for i, (s, v) in enumerate(zip(scores, logged, strict=True))
                 if math.isfinite(v) and abs(s["val_mse"] - v) > 1e-4 * max(1.0, v)]
@@ -163,55 +167,82 @@ def osciformer_fig5_forecast(out_dir: Path, budget: str, results_dir: Path, name
         f"{fmt(k0['gamma'])}, v = {fmt(k0['values'])}, mean attention weight = {fmt(k0['weight'])}.",
     ]
     notes += [f"**Paper:** {r}" for r in paper.get("reading", [])]
+    notes += figure_notes(spec)  # what the figures draw of the paper (the spec's figure.note)
     return columns, rows, notes
 
 
 def plot_fig5(omegas: np.ndarray, phases: np.ndarray, alpha: np.ndarray, omega0: float, grid: np.ndarray, key: int,
-              path: Path, title: str) -> Path:
-    """Figure 5: alpha(omega, phi) of one key, its omega_0 and the analysis grid marked."""
+              path: Path, title: str, caption: str | None = None) -> Path:
+    """Figure 5: alpha(omega, phi) of one key, its omega_0 and the paper's analysis frequencies omega_j marked
+    (App. E.3 gives the figure without values: its statement goes in ``caption``)."""
     from matplotlib.figure import Figure
 
-    from oscrepro.analysis.figures import save_figure
+    from oscrepro.analysis.figures import paper_label, save_figure
 
-    fig = Figure(figsize=(7, 4.5))
+    fig = Figure(figsize=(7.5, 4.8))
     ax = fig.subplots()
     im = ax.imshow(alpha.T, aspect="auto", origin="lower", cmap="magma",
                    extent=(omegas[0], omegas[-1], phases[0], 2 * math.pi))
-    ax.axvline(omega0, color="C0", ls="--", lw=1, label=f"ω₀ = {omega0:.2f}")
-    for w in grid:
-        ax.axvline(w, color="w", ls=":", lw=0.6)
-    ax.set(xlabel="ω (rad/s)", ylabel="φ", title=f"α(ω, φ), key {key} (dotted: analysis frequencies ω_j)")
-    ax.legend(fontsize=7, loc="upper right")
-    fig.colorbar(im, ax=ax, label="logit α")
+    ax.axvline(omega0, color="C0", ls="--", lw=1, label=f"ours: trained ω₀ = {omega0:.2f} of key {key}")
+    for i, w in enumerate(grid):
+        ax.axvline(w, color="w", ls=":", lw=0.8,
+                   label=paper_label("analysis frequencies ω_j (App. E.3)") if i == 0 else "_nolegend_")
+    ax.set(xlabel="ω (rad/s)", ylabel="φ", title=f"α(ω, φ), key {key} (ours)")
+    ax.legend(fontsize=7, loc="upper right", framealpha=0.85)
+    fig.colorbar(im, ax=ax, label="ours: logit α")
     fig.suptitle(f"osciformer Figure 5 ({title})", fontsize=9)
-    return save_figure(fig, path)
+    return save_figure(fig, path, caption=caption)
 
 
 def plot_fig6(example: dict[str, Any], grid: np.ndarray, t_future: float, omega0s: list[np.ndarray],
-              labels: list[str], init_omega0: np.ndarray, path: Path, title: str) -> Path:
-    """Figure 6: (a) one validation sequence and its forecast, (b) the keys' learned natural frequencies."""
+              labels: list[str], init_omega0: np.ndarray, path: Path, title: str,
+              scores: list[dict[str, float]] | None = None, paper: dict[str, Any] | None = None,
+              caption: str | None = None) -> Path:
+    """Figure 6: (a) one validation sequence and its forecast, (b) the keys' learned natural frequencies against
+    the paper's data frequencies; with ``scores`` (one dict per seed, :func:`forecast_scores`), (c) our validation
+    numbers per seed beside App. E.3's (``paper``, hollow diamonds)."""
     from matplotlib.figure import Figure
 
-    from oscrepro.analysis.figures import save_figure
+    from oscrepro.analysis.figures import PAPER, paper_label, save_figure
 
-    fig = Figure(figsize=(11, 4.2))
-    ax = fig.subplots(1, 2)
+    fig = Figure(figsize=(16 if scores else 11, 4.6))
+    ax = fig.subplots(1, 3 if scores else 2, gridspec_kw={"width_ratios": [1.1, 1.1, 0.8][:3 if scores else 2]})
     tt = np.linspace(0, t_future + 0.5, 600)
     ax[0].plot(tt, np.cos(np.outer(tt, grid)) @ example["amp"], color="0.3", lw=1, label="true y(t)")
     ax[0].scatter(example["t"], example["y"], s=12, color="C0", zorder=3, label="noisy observations")
     ax[0].axvline(example["t"][-1], color="0.5", ls="--", lw=1, label="final observation")
     ax[0].scatter([t_future], [example["y_true"]], marker="*", s=120, color="C2", zorder=4, label="true target")
-    ax[0].scatter([t_future], [example["y_hat"]], marker="X", s=80, color="C3", zorder=4, label="predicted")
+    ax[0].scatter([t_future], [example["y_hat"]], marker="X", s=80, color="C3", zorder=4, label="ours: predicted")
     ax[0].set(xlabel="t", ylabel="y", title=f"(a) forecast of y({t_future:g})")
     ax[0].legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)  # below: keeps t = 7 clear
-    for w in grid:
-        ax[1].axhline(w, color="0.85", lw=1)
+    for i, w in enumerate(grid):
+        ax[1].axhline(w, color="0.8", lw=1,
+                      label=paper_label("data frequencies ω_k (App. E.3)") if i == 0 else "_nolegend_")
     k = np.arange(1, len(init_omega0) + 1)
-    ax[1].scatter(k, np.sort(init_omega0), s=14, color="0.6", label="init (seed 0)")
+    ax[1].scatter(k, np.sort(init_omega0), s=14, color="0.6", label="ours: init (seed 0)")
     for s, (om, label) in enumerate(zip(omega0s, labels, strict=True)):
-        ax[1].scatter(k + 0.08 * (s + 1), np.sort(om), s=18, color=f"C{s}", label=f"trained, {label}")
-    ax[1].set(xlabel="key (sorted by ω₀)", ylabel="ω₀ (rad/s)",
-              title="(b) learned natural frequencies (lines: data frequencies)")
+        ax[1].scatter(k + 0.08 * (s + 1), np.sort(om), s=18, color=f"C{s}", label=f"ours: trained, {label}")
+    ax[1].set(xlabel="key (sorted by ω₀)", ylabel="ω₀ (rad/s)", title="(b) learned natural frequencies")
     ax[1].legend(fontsize=7)
+    if scores:
+        _plot_scores(ax[2], scores, labels, paper or {}, PAPER, paper_label)
     fig.suptitle(f"osciformer Figure 6 ({title})", fontsize=9)
-    return save_figure(fig, path)
+    return save_figure(fig, path, caption=caption)
+
+
+def _plot_scores(ax: Any, scores: list[dict[str, float]], labels: list[str], paper: dict[str, Any],
+                 paper_style: dict[str, Any], paper_label: Any) -> None:
+    """App. E.3's validation numbers: ours per seed (dots) beside the paper's (hollow diamonds, "≈" in the text)."""
+    shown = [(lab, key) for lab, key in QUANTITIES if key != "reduction_pct"]  # a percentage: another scale
+    y = np.arange(len(shown))
+    for s, (sc, label) in enumerate(zip(scores, labels, strict=True)):
+        ax.plot([sc[key] for _, key in shown], y + 0.12 * (s - (len(scores) - 1) / 2), ls="none", marker="o",
+                ms=5, color=f"C{s}", label=f"ours: {label}")
+    ref = [(i, float(paper[key])) for i, (_, key) in enumerate(shown) if paper.get(key) is not None]
+    if ref:
+        ax.plot([v for _, v in ref], [i for i, _ in ref], **paper_style, label=paper_label("≈ value (App. E.3)"))
+    ax.set_yticks(y, [lab for lab, _ in shown], fontsize=8)
+    ax.invert_yaxis()
+    ax.set(xlabel="value", title="(c) validation numbers, ours vs paper")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)  # below: keeps rows clear

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
+from oscrepro.analysis.figures import figure_notes
 from oscrepro.data.base import model_dims
 from oscrepro.runs.compose import path_override
 from oscrepro.runs.lookup import RunRequest
@@ -43,6 +44,7 @@ from oscrepro.runs.record import RunRecord
 from oscrepro.tables.launch import finished_runs
 from oscrepro.tables.recover import recovered_note
 from oscrepro.tables.runs import MissingRunsError, load_run
+from oscrepro.tables.spec import load_spec
 from oscrepro.tables.values import SeedStat
 
 
@@ -169,9 +171,12 @@ def osciformer_fig3_resonance(out_dir: Path, budget: str, results_dir: Path, nam
                  "ω₀ (rad/s)": f"{np.median(params['omega_k']):.3f}", "γ": f"{np.median(params['gamma_k']):.3f}",
                  "argmax_ω α_max (rad/s)": "—", "corr(|H|, α_max)": f"{np.nanmedian(corr):+.3f}",
                  "query weight": f"{np.median(q_norm):.3f}", "Paper": "figure only"})
-    p3 = plot_fig3(hist, w_init, w_trained, Path(out_dir) / figures[0], f"{name}, budget={budget}")
+    extras = figure_paper(name, budget)
+    p3 = plot_fig3(hist, w_init, w_trained, Path(out_dir) / figures[0], f"{name}, budget={budget}",
+                   n_classes=n_classes, **extras["fig3"])
     p4 = plot_fig4(params["omega_k"], init_omega, shown, band, per_class, omegas, phases, alpha[:, :, shown[0]],
-                   h_mag[:, shown[0]], int(shown[0]), Path(out_dir) / figures[1], f"{name}, budget={budget}")
+                   h_mag[:, shown[0]], int(shown[0]), Path(out_dir) / figures[1], f"{name}, budget={budget}",
+                   gamma_key=float(params["gamma_k"][shown[0]]), **extras["fig4"])
     best = int(np.argmax(hist["val/acc"][:, 1])) if len(hist["val/acc"]) else None
     n_used = sum(len(b[1]) for b in batches)
     notes += [
@@ -194,60 +199,93 @@ def osciformer_fig3_resonance(out_dir: Path, budget: str, results_dir: Path, nam
         f"peaks at omega_0.",
     ]
     notes += [f"**Paper:** {p}" for p in (paper or {}).get("reading", [])]
+    notes += figure_notes(load_spec(name))  # what the figures draw of the paper (the spec's figure.note)
     return columns, rows, notes
 
 
-def plot_fig3(hist: dict[str, np.ndarray], w_init: np.ndarray, w_trained: np.ndarray, path: Path, title: str
-              ) -> Path:
-    """Figure 3 (a-d) in one 2 x 2 figure."""
+def figure_paper(key: str, budget: str) -> dict[str, dict[str, Any]]:
+    """Per figure (``fig3``, ``fig4``): the caption (the budget and what App. E.2 states, the spec's
+    ``figure.paper.statements``) and the paper's values to draw (``init_omega_range``); reference data only."""
+    from oscrepro.analysis.figures import figure_block, paper_caption
+
+    spec = load_spec(key)
+    paper = figure_block(spec.path).get("paper") or {}
+    return {"fig3": {"caption": paper_caption(spec, budget, "fig3")},
+            "fig4": {"caption": paper_caption(spec, budget, "fig4"), "init_range": paper.get("init_omega_range")}}
+
+
+def plot_fig3(hist: dict[str, np.ndarray], w_init: np.ndarray, w_trained: np.ndarray, path: Path, title: str,
+              n_classes: int | None = None, caption: str | None = None) -> Path:
+    """Figure 3 (a-d) in one 2 x 2 figure. App. E.2 gives these panels as pictures only (no value), so the paper's
+    statements go in ``caption``; chance 1 / ``n_classes`` and uniform attention 1 / L are drawn as our references."""
     from matplotlib.figure import Figure
 
     from oscrepro.analysis.figures import save_figure
 
-    fig = Figure(figsize=(10, 7))
+    fig = Figure(figsize=(10, 7.5))
     ax = fig.subplots(2, 2)
     loss, acc = hist["train/loss_step"], hist["val/acc"]
-    ax[0, 0].plot(loss[:, 0], loss[:, 1], lw=0.8)
+    ax[0, 0].plot(loss[:, 0], loss[:, 1], lw=0.8, label="ours: training loss (seed 0)")
     ax[0, 0].set(xlabel="step", ylabel="training loss", title="(a) training loss")
-    ax[0, 1].plot(acc[:, 0], 100 * acc[:, 1], marker="o", ms=3)
+    ax[0, 1].plot(acc[:, 0], 100 * acc[:, 1], marker="o", ms=3, label="ours: validation accuracy (seed 0)")
+    if n_classes:
+        ax[0, 1].axhline(100 / n_classes, color="0.5", ls="--", lw=0.8, label=f"chance 1/{n_classes}")
     ax[0, 1].set(xlabel="step", ylabel="validation accuracy (%)", title="(b) accuracy vs steps")
     keys = np.arange(1, len(w_init) + 1)
     panels = ((ax[1, 0], w_init, "(c) at random initialisation"), (ax[1, 1], w_trained, "(d) after training"))
     for a, w, label in panels:
-        a.bar(keys, w)
+        a.bar(keys, w, label="ours: mean attention weight")
+        a.axhline(1 / len(w), color="0.3", ls="--", lw=0.8, label=f"uniform 1/{len(w)}")
         a.set(xlabel="key (token position, time order)", ylabel="mean attention weight", title=label)
-    fig.suptitle(f"osciformer Figure 3 ({title})", fontsize=9)
-    return save_figure(fig, path)
+    for a in ax.flat:
+        a.legend(fontsize=7, loc="lower right" if a is ax[0, 1] else "best")
+    fig.suptitle(f"osciformer Figure 3 ({title}); paper: curves and bars only, no values (App. E.2)", fontsize=9)
+    return save_figure(fig, path, caption=caption)
 
 
 def plot_fig4(omega0: np.ndarray, omega_init: np.ndarray, shown: np.ndarray, band: np.ndarray, per_class: np.ndarray,
               omegas: np.ndarray, phases: np.ndarray, alpha_key: np.ndarray, h_key: np.ndarray, key: int, path: Path,
-              title: str) -> Path:
-    """Figure 4 (a-d) in one 2 x 2 figure."""
+              title: str, gamma_key: float | None = None, init_range: list[float] | None = None,
+              caption: str | None = None) -> Path:
+    """Figure 4 (a-d) in one 2 x 2 figure. Beside ours: the paper's initial frequency range (``init_range``, App.
+    E.2) in (a) and its optimal phase phi*(omega) = arg H(omega) (App. E.2, item 3) of the shown key in (c), from
+    the key's trained omega_0 and ``gamma_key``; the paper's statements without values go in ``caption``."""
     from matplotlib.figure import Figure
 
-    from oscrepro.analysis.figures import save_figure
+    from oscrepro.analysis.figures import PAPER_LINE, paper_label, save_figure
 
-    fig = Figure(figsize=(11, 8))
+    fig = Figure(figsize=(11, 8.6))
     ax = fig.subplots(2, 2)
     ch = np.arange(len(omega0))
-    ax[0, 0].axhspan(*band, color="0.9", label="data band")
-    ax[0, 0].scatter(ch, omega_init, s=10, color="0.5", label="init")
-    ax[0, 0].scatter(ch, omega0, s=14, color="C0", label="trained")
-    ax[0, 0].scatter(shown, omega0[shown], s=40, facecolors="none", edgecolors="C3", label="top query weight")
+    ax[0, 0].axhspan(*band, color="0.9", label=f"data band [{band[0]:.2f}, {band[1]:.2f}] (App. E.2)")
+    if init_range is not None:
+        for y in init_range:
+            ax[0, 0].axhline(y, **PAPER_LINE, label=paper_label(f"init ω log-uniform on [{init_range[0]:g}, "
+                                                                f"{init_range[1]:g}] (App. E.2)")
+                             if y == init_range[0] else "_nolegend_")
+    ax[0, 0].scatter(ch, omega_init, s=10, color="0.5", label="ours: init")
+    ax[0, 0].scatter(ch, omega0, s=14, color="C0", label="ours: trained")
+    ax[0, 0].scatter(shown, omega0[shown], s=40, facecolors="none", edgecolors="C3", label="ours: top query weight")
     ax[0, 0].set(yscale="log", xlabel="key oscillator channel", ylabel="ω₀ (rad/s)", title="(a) natural frequencies")
     ax[0, 0].legend(fontsize=7)
     im = ax[0, 1].imshow(per_class, aspect="auto", cmap="viridis")
     ax[0, 1].set(xlabel="key (token position)", ylabel="true class", title="(b) mean attention weight")
-    fig.colorbar(im, ax=ax[0, 1])
+    fig.colorbar(im, ax=ax[0, 1], label="ours: mean attention weight")
     im = ax[1, 0].imshow(alpha_key.T, aspect="auto", origin="lower", cmap="magma",
                          extent=(omegas[0], omegas[-1], phases[0], 2 * math.pi))
+    ax[1, 0].plot(omegas, phases[alpha_key.argmax(1)], ls="none", marker="o", ms=3, mfc="w", mec="C0",
+                  label="ours: argmax_φ α(ω, φ)")
+    if gamma_key is not None:
+        phi_star = np.mod(-np.arctan2(2 * gamma_key * omegas, omega0[key] ** 2 - omegas**2), 2 * math.pi)
+        ax[1, 0].plot(omegas, phi_star, **{**PAPER_LINE, "color": "w", "lw": 2.0},
+                      label=paper_label("φ*(ω) = arg H(ω) mod 2π (App. E.2)"))
     ax[1, 0].set(xlabel="ω (rad/s)", ylabel="φ", title=f"(c) α(ω, φ), key channel {key}")
-    fig.colorbar(im, ax=ax[1, 0])
+    ax[1, 0].legend(fontsize=7, loc="upper right", framealpha=0.8)
+    fig.colorbar(im, ax=ax[1, 0], label="α (channel logit)")
     a_max = alpha_key.max(1)
-    ax[1, 1].plot(omegas, h_key / np.abs(h_key).max(), label="|H(ω)| (scaled)")
-    ax[1, 1].plot(omegas, a_max / max(np.abs(a_max).max(), 1e-300), label="α_max(ω) (scaled)")
+    ax[1, 1].plot(omegas, h_key / np.abs(h_key).max(), label="|H(ω)| of the trained ω₀, γ (scaled)")
+    ax[1, 1].plot(omegas, a_max / max(np.abs(a_max).max(), 1e-300), label="ours: α_max(ω) (scaled)")
     ax[1, 1].set(xlabel="ω (rad/s)", title=f"(d) |H| vs α_max, key channel {key}")
     ax[1, 1].legend(fontsize=7)
     fig.suptitle(f"osciformer Figure 4 ({title})", fontsize=9)
-    return save_figure(fig, path)
+    return save_figure(fig, path, caption=caption)

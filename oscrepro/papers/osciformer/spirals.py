@@ -23,10 +23,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from oscrepro.analysis.figures import figure_notes, paper_caption
 from oscrepro.runs.compose import path_override
 from oscrepro.runs.lookup import RunRequest
 from oscrepro.tables.launch import finished_runs
 from oscrepro.tables.runs import load_run
+from oscrepro.tables.spec import load_spec
 from oscrepro.tables.values import SeedStat
 from oscrepro.tasks.regression import MODEL_KEYS
 
@@ -131,8 +133,9 @@ def osciformer_fig2_spirals(out_dir: Path, budget: str, results_dir: Path, name:
     columns = ["Mechanism", "Interpolation RMSE", "Extrapolation RMSE"]
     rows = [{"Mechanism": m["label"], **{f"{t.capitalize()} RMSE": SeedStat.of(rmse[(m["label"], t)], 3, show_n=True)
                                          for t in TARGETS}} for m in mechanisms]
+    spec = load_spec(name)
     png = plot_spirals(shown, [m["label"] for m in mechanisms], units, Path(out_dir) / figure,
-                       f"{name}, budget={budget}")
+                       f"{name}, budget={budget}", rmse=rmse, caption=paper_caption(spec, budget, "fig2"))
     notes.append(f"**Figure:** `{png.name}`: one row per mechanism (Figure 2c OsciFormer, 2d ContiFormer), one column "
                  f"per test spiral (the first {n_examples}); green: clean trajectory and the irregular noisy "
                  f"observations; blue: interpolation, red: extrapolation predictions (seed 0).")
@@ -140,19 +143,23 @@ def osciformer_fig2_spirals(out_dir: Path, budget: str, results_dir: Path, name:
                  "spirals (ContiFormer spiral.py's formula), in spiral units (min-max normalisation undone); the "
                  "final model of each run; mean ± std over seeds (n).")
     notes += [f"**Paper:** {p}" for p in (paper or {}).get("reading", [])]
+    notes += figure_notes(spec)  # what the figure draws of the paper (the spec's figure.note)
     return columns, rows, notes
 
 
 def plot_spirals(shown: dict[tuple[str, str], dict[str, np.ndarray]], labels: list[str],
-                 units: tuple[np.ndarray, np.ndarray], path: Path, title: str) -> Path:
-    """Figure 2c/2d: per mechanism (row) and test spiral (column), clean trajectory, observations, predictions."""
+                 units: tuple[np.ndarray, np.ndarray], path: Path, title: str,
+                 rmse: dict[tuple[str, str], list[float]] | None = None, caption: str | None = None) -> Path:
+    """Figure 2c/2d: per mechanism (row) and test spiral (column), clean trajectory, observations, predictions;
+    each row says our test RMSE (seed mean, from ``rmse``). The paper draws the same panels with no number, so
+    what it states goes in ``caption``."""
     from matplotlib.figure import Figure
 
     from oscrepro.analysis.figures import save_figure
 
     lo, span = units
     n = min(len(v["pred"]) for v in shown.values())
-    fig = Figure(figsize=(3.2 * n, 3.0 * len(labels)))
+    fig = Figure(figsize=(max(3.2 * n, 7.5), 3.0 * len(labels) + 0.9))
     axes = fig.subplots(len(labels), n, squeeze=False)
     for r, label in enumerate(labels):
         inter, extra = shown[(label, "interpolation")], shown[(label, "extrapolation")]
@@ -161,14 +168,25 @@ def plot_spirals(shown: dict[tuple[str, str], dict[str, np.ndarray]], labels: li
             true = to_spiral_units(np.concatenate([inter["y"][c], extra["y"][c]]), lo, span)  # (n_total, 2)
             obs = to_spiral_units(inter["x"][c], lo, span)  # (n_sample, 2)
             ax.plot(true[:, 0], true[:, 1], color="#5fce40", lw=1.2, label="true trajectory")
-            ax.scatter(obs[:, 0], obs[:, 1], color="#5fce40", s=8, label="observations")
+            ax.scatter(obs[:, 0], obs[:, 1], color="#5fce40", s=8, label="irregular noisy observations")
             for part, color, name in ((inter, "#306fd7", "interpolation"), (extra, "#ea3c33", "extrapolation")):
                 p = to_spiral_units(part["pred"][c], lo, span)
-                ax.plot(p[:, 0], p[:, 1], color=color, lw=1.0, marker=".", ms=3, label=name)
+                ax.plot(p[:, 0], p[:, 1], color=color, lw=1.0, marker=".", ms=3, label=f"ours: {name} (seed 0)")
             ax.set_aspect("equal", "datalim")
             ax.set_xticks([]), ax.set_yticks([])
             if c == 0:
-                ax.set_ylabel(label)
-    axes[0, 0].legend(fontsize=6, loc="best")
-    fig.suptitle(f"Spiral samples and predictions ({title})", fontsize=9)
-    return save_figure(fig, path)
+                ax.set_ylabel(label + _rmse_text(label, rmse), fontsize=8)
+    # above the first panel, where the layout leaves room for it (an axes legend counts in tight_layout)
+    axes[0, 0].legend(fontsize=7, ncol=2, loc="lower left", bbox_to_anchor=(0.0, 1.02))
+    fig.suptitle(f"osciformer Figure 2c (OsciFormer) / 2d (ContiFormer): spiral samples and predictions\n({title})",
+                 fontsize=9)
+    return save_figure(fig, path, caption=caption)
+
+
+def _rmse_text(label: str, rmse: dict[tuple[str, str], list[float]] | None) -> str:
+    """A row label's second line: our test RMSE per target, seed mean (n), or nothing without ``rmse``."""
+    if not rmse:
+        return ""
+    parts = [f"{t[:5]}. {np.mean(v):.3f}" if (v := rmse.get((label, t))) else f"{t[:5]}. —" for t in TARGETS]
+    n = len(rmse.get((label, TARGETS[0])) or [])
+    return f"\nours: RMSE {', '.join(parts)} (n={n})"
