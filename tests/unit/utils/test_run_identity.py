@@ -90,7 +90,8 @@ def test_a_retired_key_hashes_at_its_retired_value_when_absent() -> None:
     assert "attention_probe" not in current_targets(with_keys).task
 
 
-def test_data_location_is_not_part_of_the_id() -> None:
+def test_data_location_is_not_part_of_the_id(monkeypatch) -> None:
+    monkeypatch.delenv("OSCREPRO_DATA_DIR", raising=False)  # the env var fills data_dir; the id must ignore both
     base = compose_run(["experiment=leaderboard/charlm", "budget=smoke"])
     assert base.data.data_dir is None
     moved = compose_run(["experiment=leaderboard/charlm", "budget=smoke", "data.data_dir=/elsewhere/data"])
