@@ -67,13 +67,25 @@ def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[
     """
     reqs = {name: [r for r in cell_requests(source, budget, row, col, results_dir, overrides)
                    if seeds is None or int(r.cfg.seed) in seeds] for name, (row, col) in cells.items()}
-    if train_missing:
+    if train_missing:  # in-process, one after another (an analysis built by the engine gets its runs trained by
+        # the engine's launcher instead: oscrepro.tables.sources)
         from oscrepro.train import train
 
         for rs in reqs.values():
             for r in rs:
                 if find_record(r) is None:
                     train(r.cfg)
+    return finished_cell_runs(table, source, budget, reqs, {name: row for name, (row, _) in cells.items()},
+                              results_dir, overrides, {name: checkpoints for name in cells})
+
+
+def finished_cell_runs(table: str, source: str, budget: str, reqs: Mapping[str, list[RunRequest]],
+                       rows: Mapping[str, str], results_dir: Path, overrides: list[str] | None,
+                       checkpoints: Mapping[str, bool]) -> tuple[dict[str, list[Path]], list[str]]:
+    """The finished-ok run dirs of the run requests ``reqs`` (per named cell of table ``source``; ``rows``: each
+    name's row label, for messages), nothing trained: diverged runs dropped with a note, records kept without
+    weights given them back where ``checkpoints[name]`` (with the notes that say so), missing or failed runs a
+    :class:`MissingRunsError` naming the command that trains them (:func:`source_runs`)."""
     out: dict[str, list[Path]] = {}
     notes: list[str] = []
     missing: list[str] = []
@@ -84,10 +96,10 @@ def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[
             found = find_record(r)
             if found is None:
                 status = r.record.status().get("status", "missing")
-                missing.append(f"{cells[name][0]} / {r.cfg.experiment_name} seed {r.cfg.seed}: {r.run_dir} [{status}]")
+                missing.append(f"{rows[name]} / {r.cfg.experiment_name} seed {r.cfg.seed}: {r.run_dir} [{status}]")
             elif RunRecord(found).status()["status"] == "ok":
                 out[name].append(found)
-                if checkpoints:
+                if checkpoints[name]:
                     resolve_run(found)  # recovers the weights of a record kept without them
                     if (note := recovered_note(found)) is not None:
                         recovered.append(note)
