@@ -33,7 +33,7 @@ from oscrepro.tables.launch import (
 from oscrepro.tables.match import with_matched_rows
 from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import render_analysis_table, render_runs_table
-from oscrepro.tables.sources import PLAN_ATTR, planned_requests, resolve_needs, train_needs
+from oscrepro.tables.sources import PLAN_ATTR, call_adapter
 from oscrepro.tables.spec import BUDGETS, SpecError, TableSpec, check_extra_overrides, load_spec
 from oscrepro.utils.provenance import git_commit
 
@@ -142,13 +142,13 @@ def run_analysis(spec: TableSpec, budget: str, pool: LaunchConfig, extra: list[s
 
     An adapter that declares the runs it reads (:func:`oscrepro.tables.sources.reads_runs`) gets them from here:
     planned, the missing ones trained with ``pool`` (the spec's ``launcher`` where the build chose none) unless
-    ``render_only`` or the spec's ``train_missing: false``, and passed as ``runs=``. An adapter that declares none
-    and still takes ``train_missing`` / ``launcher`` is a *self-sourcing* adapter (:func:`_self_sourcing_call`)."""
+    ``render_only`` or the spec's ``train_missing: false``, and passed as ``runs=``; one that declares none reads
+    no runs (:func:`_run_free_call`)."""
     fn = get_method(spec.analysis["_target_"])
     kwargs = analysis_kwargs(spec, budget)
     plan_runs = getattr(fn, PLAN_ATTR, None)
     if plan_runs is None:
-        return _self_sourcing_call(spec, fn, kwargs, budget, pool, extra, results, out_dir)
+        return _run_free_call(spec, fn, kwargs, budget, extra, results, out_dir)
     train_missing = bool(kwargs.pop("train_missing", True))
     spec_launcher = kwargs.pop("launcher", None)
     spec_workers = kwargs.pop("workers", None)
@@ -160,24 +160,14 @@ def run_analysis(spec: TableSpec, budget: str, pool: LaunchConfig, extra: list[s
             raise SpecError(f"table {spec.key}: its analysis ({spec.analysis['_target_']}) reads fixed runs and "
                             f"takes no overrides; got {' '.join(extra)}")
         kwargs["overrides"] = list(extra)
-    needs = plan_runs(budget=budget, results_dir=results, **kwargs)
-    reqs = planned_requests(needs, budget, results)
-    train_needs(spec.key, budget, reqs, pool, workers, train=train_missing and not render_only)
-    runs = resolve_needs(needs, budget, results, reqs)
-    if "overrides" not in inspect.signature(fn).parameters:  # the planner's alone (the run ids of the sources)
-        kwargs.pop("overrides", None)
-    return fn(out_dir=out_dir, budget=budget, results_dir=results, runs=runs, **kwargs)
+    return call_adapter(fn, spec.key, budget, results, out_dir, pool, workers, train_missing, render_only, **kwargs)
 
 
-def _self_sourcing_call(spec: TableSpec, fn: Any, kwargs: dict[str, Any], budget: str, pool: LaunchConfig,
-                        extra: list[str], results: Path, out_dir: Path
-                        ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
-    """Compatibility path for an adapter that finds and trains its own runs (``train_missing``, ``launcher``
-    parameters; not yet converted to :func:`oscrepro.tables.sources.reads_runs`): called as before, with the
-    build's launcher where it takes one."""
-    if "launcher" in kwargs and (pool.name != "inprocess" or pool.overrides):  # the one chosen here wins
-        kwargs["launcher"] = pool
-    if extra:  # an analysis of a variant: its source runs are planned with the same overrides (same run ids)
+def _run_free_call(spec: TableSpec, fn: Any, kwargs: dict[str, Any], budget: str, extra: list[str], results: Path,
+                   out_dir: Path) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    """An adapter that reads no runs (a Monte Carlo check, a benchmark, a parameter count): called with its
+    kwargs; a variant's overrides only where it takes them."""
+    if extra:
         if "overrides" not in inspect.signature(fn).parameters:
             raise SpecError(f"table {spec.key}: its analysis ({spec.analysis['_target_']}) reads fixed runs and "
                             f"takes no overrides; got {' '.join(extra)}")

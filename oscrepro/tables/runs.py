@@ -3,9 +3,11 @@ finished run back in memory (config, data module, trained model; weights kept ou
 record (:func:`oscrepro.runs.lookup.find_record`) is the runs layer's.
 
 Analysis tables read the runs of other tables (fqo Table 6 reads Table 4's TinyStories models, fsn Tables 2, 4, 5
-and Figure 2 read Table 1 and the ladder). They locate a cell's runs exactly as the engine plans them (same
-overrides, same run ids) with :func:`source_runs`; a missing run is a :class:`MissingRunsError` naming the command
-that trains it, unless ``train_missing`` (set by smoke budgets, where those runs take seconds).
+and Figure 2 read Table 1 and the ladder). A cell's runs are located exactly as the engine plans them (same
+overrides, same run ids: :func:`cell_requests`) and resolved by :func:`finished_cell_runs`; a missing run is a
+:class:`MissingRunsError` naming the command that trains it. The engine trains them first with the build's
+launcher (:mod:`oscrepro.tables.sources`); :func:`source_runs` is the same lookup for callers outside a build,
+training in-process on request (``train_missing``).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ nothing is said twice and no spec changes.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,14 +33,11 @@ from typing import Any, TypeVar
 
 from oscrepro.runs.lookup import RunRequest, find_record
 from oscrepro.runs.record import RunRecord
-from oscrepro.tables.launch import LaunchConfig, Progress, launch
+from oscrepro.tables.launch import LaunchConfig, Progress, launch, resolve_launcher
 from oscrepro.tables.runs import MissingRunsError, cell_requests, finished_cell_runs
 
 F = TypeVar("F", bound=Callable[..., Any])
 PLAN_ATTR = "run_needs"  # the attribute :func:`reads_runs` sets on an adapter: its planning function
-# spec analysis keys the engine consumes for an adapter that declares its runs (kept in the specs: the golden
-# config fixture pins them): whether to train missing runs, the spec's own launcher and workers
-ENGINE_ANALYSIS_KEYS = ("train_missing", "launcher", "workers")
 
 
 @dataclass(frozen=True)
@@ -63,9 +61,11 @@ class OwnRuns:
     them in messages; ``excluded`` the note of a diverged run, formatted with ``label``, ``seed`` and ``run_dir``."""
 
     requests: Mapping[str, list[RunRequest]]
-    command: str
+    command: str = ""
     what: str = "runs"
     excluded: str = "**Excluded:** {label} seed {seed} diverged ({run_dir})."
+    optional: bool = False  # the adapter reads each request's outcome itself (a missing run is a flagged cell)
+    context: Any = None  # what the planner composed alongside (the adapter reads it: SourceRuns.context)
 
 
 @dataclass
@@ -76,6 +76,9 @@ class RunNeeds:
     table: str
     cells: dict[str, SourceCell] = field(default_factory=dict)
     own: OwnRuns | None = None
+    # runs composed from the finished cells (coupledqk Table 7 fine-tunes Table 1's LMs): called with them once
+    # they are resolved; its runs are trained unless --render-only (the spec's train_missing is about the cells)
+    then: Callable[[SourceRuns], OwnRuns] | None = None
 
 
 @dataclass
@@ -84,6 +87,7 @@ class SourceRuns:
 
     runs: dict[str, list[Path]]
     notes: list[str]
+    context: Any = None  # OwnRuns.context of the runs' planner
 
     def __getitem__(self, label: str) -> list[Path]:
         return self.runs[label]
@@ -100,6 +104,21 @@ def reads_runs(plan: Callable[..., RunNeeds]) -> Callable[[F], F]:
     return mark
 
 
+def call_adapter(fn: Callable[..., Any], key: str, budget: str, results_dir: Path, out_dir: Path,
+                 pool: str | LaunchConfig = "inprocess", workers: int | None = None, train_missing: bool = True,
+                 render_only: bool = False, **kwargs: Any) -> Any:
+    """Call an analysis adapter that declares its runs (:func:`reads_runs`) as the engine does: plan its runs with
+    ``kwargs``, train the missing ones with ``pool`` (unless ``render_only``; the cells only if ``train_missing``),
+    resolve them and call ``fn(out_dir=, budget=, results_dir=, runs=, **kwargs)``. ``kwargs["overrides"]`` (a
+    variant's) goes to the planner, and to the adapter only where it takes it."""
+    plan = getattr(fn, PLAN_ATTR)
+    needs = plan(budget=budget, results_dir=results_dir, **kwargs)
+    runs = gather_runs(key, budget, needs, results_dir, resolve_launcher(pool), workers, train_missing, render_only)
+    if "overrides" not in inspect.signature(fn).parameters:  # the planner's alone (the run ids of the sources)
+        kwargs.pop("overrides", None)
+    return fn(out_dir=out_dir, budget=budget, results_dir=results_dir, runs=runs, **kwargs)
+
+
 def planned_requests(needs: RunNeeds, budget: str, results_dir: Path) -> dict[str, list[RunRequest]]:
     """Every run request of ``needs`` per label (a cell's seeds filtered as it asks)."""
     out: dict[str, list[RunRequest]] = {}
@@ -112,18 +131,35 @@ def planned_requests(needs: RunNeeds, budget: str, results_dir: Path) -> dict[st
     return out
 
 
+def gather_runs(key: str, budget: str, needs: RunNeeds, results_dir: Path, pool: LaunchConfig,
+                workers: int | None, train_cells: bool, render_only: bool) -> SourceRuns:
+    """Plan, train (``train_cells``: the cells and own runs, unless ``render_only``) and resolve the runs of
+    ``needs``, then those its ``then`` composes from them: what the adapter gets as ``runs``."""
+    reqs = planned_requests(needs, budget, results_dir)
+    train_needs(key, budget, reqs, pool, workers, train_cells and not render_only,
+                needs.own.what if needs.own is not None and not needs.cells else "source runs")
+    runs = resolve_needs(needs, budget, results_dir, reqs)
+    if needs.then is None:
+        return runs
+    stage = RunNeeds(needs.table, own=needs.then(runs))
+    stage_reqs = planned_requests(stage, budget, results_dir)
+    train_needs(key, budget, stage_reqs, pool, workers, not render_only, stage.own.what)
+    more = resolve_needs(stage, budget, results_dir, stage_reqs)
+    return SourceRuns({**runs.runs, **more.runs}, [*runs.notes, *more.notes], stage.own.context)
+
+
 def train_needs(key: str, budget: str, reqs: Mapping[str, list[RunRequest]], pool: LaunchConfig,
-                workers: int | None, train: bool) -> None:
+                workers: int | None, train: bool, what: str = "source runs") -> None:
     """Train the missing runs of ``reqs`` (each run once) with ``pool`` and the runs tables' progress line, or,
     with ``train`` False (``--render-only``, or the spec's ``train_missing: false``), say how many are missing."""
     unique = list({r.run_dir: r for rs in reqs.values() for r in rs}.values())
     missing = [r for r in unique if find_record(r) is None]
     if not train:
         if missing:
-            print(f"[table {key}] budget={budget}: {len(unique)} source runs, {len(missing)} missing (not trained)",
+            print(f"[table {key}] budget={budget}: {len(unique)} {what}, {len(missing)} missing (not trained)",
                   flush=True)
         return
-    print(f"[table {key}] budget={budget}: {len(unique)} source runs, {len(missing)} to train ({pool})", flush=True)
+    print(f"[table {key}] budget={budget}: {len(unique)} {what}, {len(missing)} to train ({pool})", flush=True)
     if missing:
         launch(missing, pool, Progress(key, len(unique), len(unique) - len(missing)), max_workers=workers)
 
@@ -148,6 +184,8 @@ def resolve_needs(needs: RunNeeds, budget: str, results_dir: Path, reqs: Mapping
                                              {k: needs.cells[k].checkpoints for k in labels})
             runs.update(found)
             notes += more
+    if needs.own is not None and needs.own.optional:  # the adapter reads each request's outcome
+        return SourceRuns(runs, notes, needs.own.context)
     if needs.own is not None:
         own = needs.own
         flat = [(label, r) for label, rs in own.requests.items() for r in rs]
@@ -163,4 +201,4 @@ def resolve_needs(needs: RunNeeds, budget: str, results_dir: Path, reqs: Mapping
                 runs[label].append(found)
             else:
                 notes.append(own.excluded.format(label=label, seed=r.cfg.seed, run_dir=r.run_dir))
-    return SourceRuns(runs, notes)
+    return SourceRuns(runs, notes, needs.own.context if needs.own is not None else None)

@@ -40,9 +40,9 @@ from oscrepro.data.base import model_dims
 from oscrepro.runs.compose import path_override
 from oscrepro.runs.lookup import RunRequest
 from oscrepro.runs.record import RunRecord
-from oscrepro.tables.launch import finished_runs
 from oscrepro.tables.recover import recovered_note
 from oscrepro.tables.runs import MissingRunsError, load_run
+from oscrepro.tables.sources import OwnRuns, RunNeeds, SourceRuns, reads_runs
 from oscrepro.tables.values import SeedStat
 
 
@@ -96,32 +96,36 @@ def _requests(name: str, budget: str, results_dir: Path, experiment: str, seeds:
     return [RunRequest.compose([*base, f"seed={s}"]) for s in range(seeds)]
 
 
-def collect(name: str, budget: str, results_dir: Path, experiment: str, seeds: int, train_missing: bool,
-            launcher: str, workers: int | None) -> tuple[list[Path], list[str]]:
-    """Finished-ok run dirs (seed order); trains the missing ones with ``train_missing``, else raises
-    :class:`MissingRunsError` naming the command. Diverged runs are left out with a note."""
+def own_runs(name: str, budget: str, results_dir: Path, experiment: str, seeds: int = 1, **_: Any) -> RunNeeds:
+    """The figure's own runs (seeds 0..seeds-1 of ``experiment``; no other table trains them), declared for the
+    engine, which trains the missing ones; the command in a missing run's message trains them outside a build."""
     reqs = _requests(name, budget, results_dir, experiment, seeds)
     command = (f"  python -m oscrepro.train -m experiment={experiment} budget={budget} "
                f"seed={','.join(map(str, range(seeds)))} paths.results_dir={results_dir}")
-    dirs, diverged = finished_runs(name, budget, reqs, train_missing, launcher, workers, command)
-    runs = [d for d in dirs if d is not None]
-    notes = [f"**Excluded:** seed {r.cfg.seed} diverged ({r.run_dir})." for r in diverged]
+    return RunNeeds(name, own=OwnRuns({"runs": reqs}, command, excluded="**Excluded:** seed {seed} diverged "
+                                                                           "({run_dir})."))
+
+
+def collect(name: str, budget: str, found: SourceRuns) -> tuple[list[Path], list[str]]:
+    """Finished-ok run dirs (seed order) of :func:`own_runs`, as the engine resolved them (diverged runs left out
+    with a note); :class:`MissingRunsError` when every run diverged."""
+    runs = list(found["runs"])
     if not runs:
         raise MissingRunsError(f"{name}: no finished run at budget={budget} (all diverged)")
-    return runs, notes
+    return runs, list(found.notes)
 
 
-def osciformer_fig3_resonance(out_dir: Path, budget: str, results_dir: Path, name: str, experiment: str,
-                              seeds: int = 1, n_val: int = 2048, n_omega: int = 81, n_phase: int = 24,
-                              n_keys: int = 8, train_missing: bool = False, launcher: str = "inprocess",
-                              workers: int | None = None, figures: tuple[str, str] = ("fig3_resonance.png",
-                                                                                      "fig4_resonance.png"),
+@reads_runs(own_runs)
+def osciformer_fig3_resonance(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, name: str,
+                              experiment: str, seeds: int = 1, n_val: int = 2048, n_omega: int = 81,
+                              n_phase: int = 24, n_keys: int = 8,
+                              figures: tuple[str, str] = ("fig3_resonance.png", "fig4_resonance.png"),
                               paper: dict[str, Any] | None = None
                               ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """osciformer Figures 3-4: test accuracy and per-key resonance numbers, and the two figures."""
     from oscrepro.train import build  # the exact construction (seed, data, model) of a run
 
-    runs, notes = collect(name, budget, Path(results_dir), experiment, seeds, train_missing, launcher, workers)
+    runs, notes = collect(name, budget, runs)
     accs = [100 * float(RunRecord(p).metrics()["test/acc"]) for p in runs]
     hist = read_history(runs[0] / "history.csv")
     cfg = OmegaConf.load(runs[0] / "config.yaml")
