@@ -16,8 +16,9 @@ rendering:
 Analysis adapters return numbers; this module formats them (:func:`cell_text`): a :class:`SeedStat` and a
 :class:`~oscrepro.tables.values.Num` carry their digits; a plain number in a column of the spec's ``formats``
 (``{column: digits | format spec | template}``) is shown so, in the .md and in the csv (the precision the analysis
-stands behind, as the text cells these columns held before; None there is "—" in both); any other float is shown with 4 decimals in the .md
-and written at full precision to the csv; ``None`` is "—" (empty in the csv); text is text.
+stands behind, as the text cells these columns held before; None there is "—" in both); any other float is shown
+with 4 decimals in the .md and written at full precision to the csv; ``None`` is "—" (empty in the csv); text is
+text.
 """
 
 from __future__ import annotations

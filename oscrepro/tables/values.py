@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-STAT_FIELDS = ("std", "n", "flags")
-MISSING = "—"  # a cell the analysis has no value for, written so to the .md and the csv (None: "—" and empty)  # a SeedStat column's numeric columns in a csv: <column>__<field>
+STAT_FIELDS = ("std", "n", "flags")  # a SeedStat column's numeric columns in a csv: <column>__<field>
+MISSING = "—"  # a cell the analysis has no value for, written so to the .md and the csv (None: "—" and empty)
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,9 @@ class Num:
     def text(self) -> str:
         """The cell as the .md and the csv show it."""
         return self.fmt.format(self.value, *self.more)
+
+    def __float__(self) -> float:
+        return float(self.value)
 
     def __str__(self) -> str:
         return self.text()

@@ -27,9 +27,9 @@ from oscrepro.papers.fqo.ode_checkpoint import (
 from oscrepro.runs.compose import RunNotUsableError, compose_run
 from oscrepro.runs.lookup import model_state_dict
 from oscrepro.runs.record import run_dir as run_dir_for
-from oscrepro.tables.run_helpers import attention_modules, first_val_inputs
 from oscrepro.tables.launch import resolve_launcher
 from oscrepro.tables.render import cell_text
+from oscrepro.tables.run_helpers import attention_modules, first_val_inputs
 from oscrepro.tables.runs import MissingRunsError, load_run
 from oscrepro.tables.sources import SourceRuns, gather_runs
 from oscrepro.tables.spec import load_spec

@@ -23,6 +23,7 @@ import numpy as np
 
 from oscrepro.bench.epoch_ratio import measure
 from oscrepro.tables.run_helpers import num_threads
+from oscrepro.tables.values import Num
 
 LABELS = {"osciformer": "OsciFormer", "contiformer": "ContiFormer", "softmax": "Transformer (softmax)"}
 
@@ -50,9 +51,9 @@ def osciformer_fig2_time(out_dir: Path, budget: str, results_dir: Path, name: st
         rows = epoch_times(experiment, budget, lengths, mechanisms, overrides, epoch_examples, steps, warmup, repeats)
     ref = {r["L"]: r["s/step"] for r in rows if r["mechanism"] == reference}
     columns = ["L", "Mechanism", "Batch", "s/step", "Epoch (s)", f"x {LABELS[reference]}"]
-    out = [{"L": r["L"], "Mechanism": LABELS[r["mechanism"]], "Batch": r["batch"], "s/step": f"{r['s/step']:.4f}",
-            "Epoch (s)": f"{r['epoch s']:.1f}", f"x {LABELS[reference]}": f"{r['s/step'] / ref[r['L']]:.2f}"}
-           for r in rows]
+    out = [{"L": r["L"], "Mechanism": LABELS[r["mechanism"]], "Batch": r["batch"],
+            "s/step": Num(r["s/step"], "{:.4f}"), "Epoch (s)": Num(r["epoch s"], "{:.1f}"),
+            f"x {LABELS[reference]}": Num(r["s/step"] / ref[r["L"]], "{:.2f}")} for r in rows]
     png = plot_epoch_time(rows, Path(out_dir) / figure, f"{name}, budget={budget}", **_figure_paper(name, budget))
     notes = [
         f"**Protocol:** `{experiment}` with {' '.join(overrides)} for L in {lengths}: bare training step (forward, "

@@ -43,7 +43,7 @@ from oscrepro.runs.record import RunRecord
 from oscrepro.tables.recover import recovered_note
 from oscrepro.tables.runs import MissingRunsError, load_run
 from oscrepro.tables.sources import OwnRuns, RunNeeds, SourceRuns, reads_runs
-from oscrepro.tables.values import SeedStat
+from oscrepro.tables.values import MISSING, SeedStat
 
 
 def transfer_magnitude(omega: np.ndarray, omega0: float, gamma: float) -> np.ndarray:
@@ -163,16 +163,17 @@ def osciformer_fig3_resonance(out_dir: Path, budget: str, results_dir: Path, run
                "query weight", "Paper"]
     rows = [{"Row": f"model ({len(runs)} seed{'s' * (len(runs) > 1)})",
              "Test acc. (%)": SeedStat.of(accs, 2, show_n=True),
-             "ω₀ (rad/s)": "—", "γ": "—", "argmax_ω α_max (rad/s)": "—", "corr(|H|, α_max)": "—",
-             "query weight": "—", "Paper": "no number (App. E.2 shows curves only)"}]
-    rows += [{"Row": f"key channel {c}", "Test acc. (%)": "—", "ω₀ (rad/s)": f"{params['omega_k'][c]:.3f}",
-              "γ": f"{params['gamma_k'][c]:.3f}", "argmax_ω α_max (rad/s)": f"{omegas[a_max[:, c].argmax()]:.2f}",
-              "corr(|H|, α_max)": f"{corr[c]:+.3f}", "query weight": f"{q_norm[c]:.3f}", "Paper": "figure only"}
+             "ω₀ (rad/s)": None, "γ": None, "argmax_ω α_max (rad/s)": None, "corr(|H|, α_max)": None,
+             "query weight": None, "Paper": "no number (App. E.2 shows curves only)"}]
+    # numbers; the spec's ``formats`` give their digits (None: "—")
+    rows += [{"Row": f"key channel {c}", "Test acc. (%)": MISSING, "ω₀ (rad/s)": float(params["omega_k"][c]),
+              "γ": float(params["gamma_k"][c]), "argmax_ω α_max (rad/s)": float(omegas[a_max[:, c].argmax()]),
+              "corr(|H|, α_max)": float(corr[c]), "query weight": float(q_norm[c]), "Paper": "figure only"}
              for c in shown]
-    rows.append({"Row": f"all {d} key channels (median)", "Test acc. (%)": "—",
-                 "ω₀ (rad/s)": f"{np.median(params['omega_k']):.3f}", "γ": f"{np.median(params['gamma_k']):.3f}",
-                 "argmax_ω α_max (rad/s)": "—", "corr(|H|, α_max)": f"{np.nanmedian(corr):+.3f}",
-                 "query weight": f"{np.median(q_norm):.3f}", "Paper": "figure only"})
+    rows.append({"Row": f"all {d} key channels (median)", "Test acc. (%)": MISSING,
+                 "ω₀ (rad/s)": float(np.median(params["omega_k"])), "γ": float(np.median(params["gamma_k"])),
+                 "argmax_ω α_max (rad/s)": None, "corr(|H|, α_max)": float(np.nanmedian(corr)),
+                 "query weight": float(np.median(q_norm)), "Paper": "figure only"})
     p3 = plot_fig3(hist, w_init, w_trained, Path(out_dir) / figures[0], f"{name}, budget={budget}")
     p4 = plot_fig4(params["omega_k"], init_omega, shown, band, per_class, omegas, phases, alpha[:, :, shown[0]],
                    h_mag[:, shown[0]], int(shown[0]), Path(out_dir) / figures[1], f"{name}, budget={budget}")

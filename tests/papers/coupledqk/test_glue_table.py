@@ -5,9 +5,8 @@ Tiny Table-1 runs are trained at smoke in a temporary results dir (tests/papers/
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import dataclasses
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
