@@ -3,8 +3,9 @@
 The runs are this figure's own: ``conf/experiment/osciformer/forecast.yaml`` + ``seed`` (declared by
 :func:`~oscrepro.papers.osciformer.resonance_figs.own_runs`, trained by the engine when missing). Every seed's
 model is rebuilt from its record (``load_run``) on the same data module (the data seed is fixed, ``data.seed``), and
-evaluated on the whole validation split: MSE, RMSE and Pearson's r of y^ against y_target, beside the constant predictor y^ = mean of the training
-targets (its validation MSE) and std(y_target) over the validation split (population std), as App. E.3 reports them.
+evaluated on the whole validation split: MSE, RMSE and Pearson's r of y^ against y_target, beside the constant
+predictor y^ = mean of the training targets (its validation MSE) and std(y_target) over the validation split
+(population std), as App. E.3 reports them.
 
 * Figure 5: alpha_i(omega, phi) of a representative key i (seed 0): the probe is a clean unit signal
   cos(omega t + phi) observed on a regular grid t = g, 2g, ... < t_obs (g = the data's mean gap, t_obs its last
