@@ -34,6 +34,7 @@ from oscrepro.tables.run_helpers import first_val_inputs, num_threads
 from oscrepro.tables.runs import MissingRunsError, load_run
 from oscrepro.tables.sources import RunNeeds, SourceCell, SourceRuns, reads_runs
 from oscrepro.tables.spec import SpecError, load_spec
+from oscrepro.tables.values import MISSING
 
 Result = tuple[list[str], list[dict[str, Any]], list[str]]
 
@@ -248,7 +249,7 @@ def fqo_ode_inference(out_dir: Path, budget: str, results_dir: Path, runs: Sourc
                 "wall s": float(sum(r["wall_s"] for r in rs))}
 
     rk = f"{method}, T_max={t_max:g}"
-    table = [row("analytic fixed point (Eq. 4)", "—", [base], paper.get("analytic_ppl", "—"))]
+    table = [row("analytic fixed point (Eq. 4)", MISSING, [base], paper.get("analytic_ppl", MISSING))]
     if rnd:
         table.append(row(f"ODE ({rk})", f"random, seeds {[r['seed'] for r in rnd]}", rnd, paper.get("random_delta")))
     if seq:

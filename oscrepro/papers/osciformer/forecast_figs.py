@@ -38,7 +38,7 @@ from oscrepro.runs.record import RunRecord
 from oscrepro.tables.recover import recovered_note
 from oscrepro.tables.runs import load_run
 from oscrepro.tables.sources import SourceRuns, reads_runs
-from oscrepro.tables.values import SeedStat
+from oscrepro.tables.values import MISSING, Num, SeedStat
 
 # (row label, key in the spec's ``paper`` mapping)
 QUANTITIES = (("validation MSE", "val_mse"), ("validation RMSE", "val_rmse"), ("corr(ŷ, y_target)", "corr"),
@@ -120,8 +120,8 @@ def osciformer_fig5_forecast(out_dir: Path, budget: str, results_dir: Path, runs
     for label, key in QUANTITIES:
         vals = [s[key] for s in scores]
         digits = 1 if key == "reduction_pct" else 3
-        ref = "—" if paper.get(key) is None else f"≈ {float(paper[key]):.{min(digits, 2)}f}"
-        rows.append({"Quantity": label, **{c: f"{v:.{digits}f}" for c, v in zip(seed_cols, vals, strict=True)},
+        ref = MISSING if paper.get(key) is None else Num(float(paper[key]), f"≈ {{:.{min(digits, 2)}f}}")
+        rows.append({"Quantity": label, **{c: Num(v, f"{{:.{digits}f}}") for c, v in zip(seed_cols, vals, strict=True)},
                      "Ours (mean ± std)": SeedStat.of(vals, digits, show_n=True), "Paper": ref})
 
     # figures from seed 0's model
