@@ -61,9 +61,6 @@ class FineTunePlan:
     data: dict[str, str] = field(default_factory=dict)  # task -> data source text
     notes: list[str] = field(default_factory=list)
 
-    def all_requests(self) -> list[RunRequest]:
-        return [r for reqs in self.requests.values() for r in reqs]
-
 
 def _probe_data(cfg: Any) -> tuple[str | None, str]:
     """(None, data source text), or (why the task cannot run, None) when its data is not on disk: the run's data
