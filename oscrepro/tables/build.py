@@ -14,6 +14,7 @@ import math
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from hydra.utils import get_method
 
@@ -32,6 +33,7 @@ from oscrepro.tables.launch import (
 from oscrepro.tables.match import with_matched_rows
 from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import render_analysis_table, render_runs_table
+from oscrepro.tables.sources import PLAN_ATTR, call_adapter
 from oscrepro.tables.spec import BUDGETS, SpecError, TableSpec, check_extra_overrides, load_spec
 from oscrepro.utils.provenance import git_commit
 
@@ -126,6 +128,53 @@ def recompute_mismatches(key: str, budget: str, results: Path, rel_tol: float = 
     return out
 
 
+def analysis_kwargs(spec: TableSpec, budget: str) -> dict[str, Any]:
+    """The analysis adapter's keyword arguments at ``budget``: the spec's ``analysis`` block with the budget's
+    entries of ``analysis.budgets`` over it."""
+    kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets")}
+    kwargs.update((spec.analysis.get("budgets") or {}).get(budget, {}))
+    return kwargs
+
+
+def run_analysis(spec: TableSpec, budget: str, pool: LaunchConfig, extra: list[str], results: Path, out_dir: Path,
+                 workers: int | None, render_only: bool) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    """Compute an analysis table's ``(columns, rows, notes)``.
+
+    An adapter that declares the runs it reads (:func:`oscrepro.tables.sources.reads_runs`) gets them from here:
+    planned, the missing ones trained with ``pool`` (the spec's ``launcher`` where the build chose none) unless
+    ``render_only`` or the spec's ``train_missing: false``, and passed as ``runs=``; one that declares none reads
+    no runs (:func:`_run_free_call`)."""
+    fn = get_method(spec.analysis["_target_"])
+    kwargs = analysis_kwargs(spec, budget)
+    plan_runs = getattr(fn, PLAN_ATTR, None)
+    if plan_runs is None:
+        return _run_free_call(spec, fn, kwargs, budget, extra, results, out_dir)
+    train_missing = bool(kwargs.pop("train_missing", True))
+    spec_launcher = kwargs.pop("launcher", None)
+    spec_workers = kwargs.pop("workers", None)
+    workers = workers if workers is not None else spec_workers
+    if spec_launcher is not None and pool.name == "inprocess" and not pool.overrides:  # the build chose none
+        pool = resolve_launcher(spec_launcher)
+    if extra:  # an analysis of a variant: its source runs are planned with the same overrides (same run ids)
+        if "overrides" not in inspect.signature(plan_runs).parameters:
+            raise SpecError(f"table {spec.key}: its analysis ({spec.analysis['_target_']}) reads fixed runs and "
+                            f"takes no overrides; got {' '.join(extra)}")
+        kwargs["overrides"] = list(extra)
+    return call_adapter(fn, spec.key, budget, results, out_dir, pool, workers, train_missing, render_only, **kwargs)
+
+
+def _run_free_call(spec: TableSpec, fn: Any, kwargs: dict[str, Any], budget: str, extra: list[str], results: Path,
+                   out_dir: Path) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    """An adapter that reads no runs (a Monte Carlo check, a benchmark, a parameter count): called with its
+    kwargs; a variant's overrides only where it takes them."""
+    if extra:
+        if "overrides" not in inspect.signature(fn).parameters:
+            raise SpecError(f"table {spec.key}: its analysis ({spec.analysis['_target_']}) reads fixed runs and "
+                            f"takes no overrides; got {' '.join(extra)}")
+        kwargs["overrides"] = list(extra)
+    return fn(out_dir=out_dir, budget=budget, results_dir=results, **kwargs)
+
+
 def build_table(key: str, budget: str = "cpu", launcher: str | LaunchConfig = "inprocess",
                 extra: list[str] | None = None, results_dir: str | Path | None = None, workers: int | None = None,
                 variant: str | None = None, render_only: bool = False, detach: bool = False,
@@ -162,20 +211,11 @@ def build_table(key: str, budget: str = "cpu", launcher: str | LaunchConfig = "i
     if spec.kind == "analysis":
         if over_plain:
             log.warning(over_plain)
-        fn = get_method(spec.analysis["_target_"])
-        kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets")}
-        kwargs.update((spec.analysis.get("budgets") or {}).get(budget, {}))
-        if "launcher" in kwargs and (pool.name != "inprocess" or pool.overrides):  # the one chosen here wins
-            kwargs["launcher"] = pool
         if detach or collect:
-            raise SpecError(f"table {key}: an analysis table trains inside its adapter; --detach and --collect "
-                            f"are for runs tables")
-        if extra:  # an analysis of a variant: its source runs are planned with the same overrides (same run ids)
-            if "overrides" not in inspect.signature(fn).parameters:
-                raise SpecError(f"table {key}: its analysis ({spec.analysis['_target_']}) reads fixed runs and takes "
-                                f"no overrides; got {' '.join(extra)}")
-            kwargs["overrides"] = list(extra)
-        columns, rows, notes = fn(out_dir=out_dir, budget=budget, results_dir=results, **kwargs)
+            raise SpecError(f"table {key}: an analysis table's runs are trained by its build; --detach and "
+                            f"--collect are for runs tables")
+        columns, rows, notes = run_analysis(spec, budget, pool, list(extra or []), results, out_dir, workers,
+                                            render_only)
         if extra:
             notes = [_overrides_note("source run", extra, variant), *notes]
         path = render_analysis_table(spec, budget, columns, rows, out_dir, notes)

@@ -29,10 +29,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from oscrepro.runs.compose import CONF_DIR
-from oscrepro.runs.lookup import RunRequest, find_record
-from oscrepro.runs.record import RunRecord
+from oscrepro.runs.lookup import RunRequest
 from oscrepro.tables.job import TrainJob, train_or_refuse
-from oscrepro.tables.runs import MissingRunsError
 
 # the pools; any Hydra launcher config resolves to one of them by its _target_ (KINDS)
 LAUNCHERS = ("inprocess", "joblib", "submitit_local", "submitit_slurm")
@@ -308,39 +306,3 @@ def _submitit_results(
                     mark_ended(Path(str(req.run_dir)), job.job_id, state, folder)
                 yield {"status": "failed"}
         time.sleep(0.5 if not slurm else 2)
-
-
-def finished_runs(
-    name: str,
-    budget: str,
-    reqs: list[RunRequest],
-    train_missing: bool,
-    launcher: str | LaunchConfig,
-    workers: int | None,
-    train_command: str,
-    what: str = "runs",
-) -> tuple[list[Path | None], list[RunRequest]]:
-    """The record dirs of an analysis's own runs ``reqs`` (same order), training the missing ones first when
-    ``train_missing``; raises :class:`MissingRunsError` with ``train_command`` (how to train them) otherwise.
-
-    Returns ``(dirs, diverged)``: ``dirs[i]`` is the finished-ok record of ``reqs[i]`` or None when that run
-    diverged; ``diverged`` lists the requests left out, for the caller's notes."""
-    missing = [r for r in reqs if find_record(r) is None]
-    if missing and train_missing:
-        print(f"[table {name}] budget={budget}: {len(reqs)} {what}, {len(missing)} to train ({launcher})", flush=True)
-        launch(missing, launcher, Progress(name, len(reqs), len(reqs) - len(missing)), max_workers=workers)
-        missing = [r for r in missing if find_record(r) is None]
-    if missing:
-        raise MissingRunsError(
-            f"table {name} at budget={budget} reads {len(missing)} {what} that are missing or unfinished, e.g. "
-            f"{missing[0].run_dir}.\nTrain them first:\n{train_command}"
-        )
-    dirs: list[Path | None] = []
-    diverged = []
-    for r in reqs:
-        found = find_record(r)
-        ok = RunRecord(found).status()["status"] == "ok"
-        dirs.append(found if ok else None)
-        if not ok:
-            diverged.append(r)
-    return dirs, diverged

@@ -12,6 +12,13 @@ rendering:
   (+ ``<column>__flags`` where a cell of the column carries flags such as ``diverged 1``); the .md shows it as the
   adapter asked (``27.6 ± 2.8``). The suffixed columns exist for every column holding a SeedStat in some row and
   are empty in the rows where that column holds a plain number (n = 1) or a string.
+
+Analysis adapters return numbers; this module formats them (:func:`cell_text`): a :class:`SeedStat` and a
+:class:`~oscrepro.tables.values.Num` carry their digits; a plain number in a column of the spec's ``formats``
+(``{column: digits | format spec | template}``) is shown so, in the .md and in the csv (the precision the analysis
+stands behind, as the text cells these columns held before; None there is "—" in both); any other float is shown
+with 4 decimals in the .md and written at full precision to the csv; ``None`` is "—" (empty in the csv); text is
+text.
 """
 
 from __future__ import annotations
@@ -25,8 +32,8 @@ from typing import Any
 from oscrepro.runs.record import atomic_write_text
 from oscrepro.tables.aggregate import Cell
 from oscrepro.tables.markdown import table_lines
-from oscrepro.tables.spec import TableSpec
-from oscrepro.tables.values import STAT_FIELDS, SeedStat
+from oscrepro.tables.spec import SpecError, TableSpec
+from oscrepro.tables.values import STAT_FIELDS, Num, SeedStat, column_format
 from oscrepro.utils.provenance import provenance
 
 
@@ -122,26 +129,53 @@ def render_runs_table(spec: TableSpec, budget: str, cells: dict[tuple[int, str],
     return md_path
 
 
+def cell_text(value: Any, fmt: str | None = None) -> str:
+    """An analysis cell as the .md shows it (module docstring); ``fmt``: its column's template from the spec's
+    ``formats``."""
+    if value is None:
+        return "—"
+    if isinstance(value, (SeedStat, Num)):
+        return value.text()
+    if fmt is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return fmt.format(value)
+    if isinstance(value, float):
+        return _fmt(value, 4)
+    return str(value)
+
+
 def render_analysis_table(spec: TableSpec, budget: str, columns: list[str], rows: list[dict[str, Any]],
                           out_dir: Path, notes: list[str]) -> Path:
-    """Markdown + CSV for analysis tables (rows are dicts over ``columns``; a value is a string, a number or a
-    :class:`SeedStat`, written to the csv as numeric columns: see the module docstring)."""
+    """Markdown + CSV for analysis tables (rows are dicts over ``columns``; a value is a number, a
+    :class:`SeedStat`, a :class:`~oscrepro.tables.values.Num`, None or text, formatted here: see the module
+    docstring)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     name = spec.key.split("/")[-1]
-    cells = [[_fmt(r[c], 4) if isinstance(r[c], float) else "—" if r[c] is None else str(r[c]) for c in columns]
-             for r in rows]
+    formats = analysis_formats(spec, columns)
+    cells = [[cell_text(r[c], formats.get(c)) for c in columns] for r in rows]
     # a wide table is split into parts that repeat the first column (oscrepro.tables.markdown)
     md = header_lines(spec, budget, None, [], {}, notes) + ["", *table_lines(columns, cells)]
     md_path = out_dir / f"{name}.md"
-    fieldnames, csv_rows = analysis_csv(columns, rows)
+    fieldnames, csv_rows = analysis_csv(columns, rows, formats)
     write_csv(out_dir / f"{name}.csv", fieldnames, csv_rows)
     atomic_write_text(md_path, "\n".join(md) + "\n")
     return md_path
 
 
-def analysis_csv(columns: list[str], rows: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+def analysis_formats(spec: TableSpec, columns: list[str]) -> dict[str, str]:
+    """The spec's ``formats`` as templates per column; a format for a column the table does not have is a
+    :class:`~oscrepro.tables.spec.SpecError` (a renamed column would silently lose its digits)."""
+    unknown = sorted(set(spec.formats) - set(columns))
+    if unknown:
+        raise SpecError(f"table spec {spec.path}: formats for unknown columns {unknown}; columns: {columns}")
+    return {c: column_format(f) for c, f in spec.formats.items()}
+
+
+def analysis_csv(columns: list[str], rows: list[dict[str, Any]], formats: dict[str, str] | None = None
+                 ) -> tuple[list[str], list[dict[str, Any]]]:
     """The csv header and lines of an analysis table: each :class:`SeedStat` cell as its numbers (mean in the
-    column, ``__std``, ``__n``, and ``__flags`` where the column has any), every other value as it is."""
+    column, ``__std``, ``__n``, and ``__flags`` where the column has any), a :class:`Num` and a number of a
+    formatted column as shown, every other value as it is."""
+    formats = formats or {}
     stat_cols = {c: any(isinstance(r.get(c), SeedStat) for r in rows) for c in columns}
     flag_cols = {c for c in columns if any(isinstance(r.get(c), SeedStat) and r[c].flags for r in rows)}
     fieldnames: list[str] = []
@@ -162,6 +196,8 @@ def analysis_csv(columns: list[str], rows: list[dict[str, Any]]) -> tuple[list[s
                 line[c], line[f"{c}__std"], line[f"{c}__n"] = v.mean, v.std, v.n
                 if c in flag_cols:
                     line[f"{c}__flags"] = ", ".join(v.flags)
+            elif isinstance(v, Num) or (c in formats and not isinstance(v, str)):
+                line[c] = cell_text(v, formats.get(c))
         out.append(line)
     return fieldnames, out
 

@@ -3,9 +3,11 @@ finished run back in memory (config, data module, trained model; weights kept ou
 record (:func:`oscrepro.runs.lookup.find_record`) is the runs layer's.
 
 Analysis tables read the runs of other tables (fqo Table 6 reads Table 4's TinyStories models, fsn Tables 2, 4, 5
-and Figure 2 read Table 1 and the ladder). They locate a cell's runs exactly as the engine plans them (same
-overrides, same run ids) with :func:`source_runs`; a missing run is a :class:`MissingRunsError` naming the command
-that trains it, unless ``train_missing`` (set by smoke budgets, where those runs take seconds).
+and Figure 2 read Table 1 and the ladder). A cell's runs are located exactly as the engine plans them (same
+overrides, same run ids: :func:`cell_requests`) and resolved by :func:`finished_cell_runs`; a missing run is a
+:class:`MissingRunsError` naming the command that trains it. The engine trains them first with the build's
+launcher (:mod:`oscrepro.tables.sources`); :func:`source_runs` is the same lookup for callers outside a build,
+training in-process on request (``train_missing``).
 """
 
 from __future__ import annotations
@@ -67,13 +69,25 @@ def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[
     """
     reqs = {name: [r for r in cell_requests(source, budget, row, col, results_dir, overrides)
                    if seeds is None or int(r.cfg.seed) in seeds] for name, (row, col) in cells.items()}
-    if train_missing:
+    if train_missing:  # in-process, one after another (an analysis built by the engine gets its runs trained by
+        # the engine's launcher instead: oscrepro.tables.sources)
         from oscrepro.train import train
 
         for rs in reqs.values():
             for r in rs:
                 if find_record(r) is None:
                     train(r.cfg)
+    return finished_cell_runs(table, source, budget, reqs, {name: row for name, (row, _) in cells.items()},
+                              results_dir, overrides, {name: checkpoints for name in cells})
+
+
+def finished_cell_runs(table: str, source: str, budget: str, reqs: Mapping[str, list[RunRequest]],
+                       rows: Mapping[str, str], results_dir: Path, overrides: list[str] | None,
+                       checkpoints: Mapping[str, bool]) -> tuple[dict[str, list[Path]], list[str]]:
+    """The finished-ok run dirs of the run requests ``reqs`` (per named cell of table ``source``; ``rows``: each
+    name's row label, for messages), nothing trained: diverged runs dropped with a note, records kept without
+    weights given them back where ``checkpoints[name]`` (with the notes that say so), missing or failed runs a
+    :class:`MissingRunsError` naming the command that trains them (:func:`source_runs`)."""
     out: dict[str, list[Path]] = {}
     notes: list[str] = []
     missing: list[str] = []
@@ -84,10 +98,10 @@ def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[
             found = find_record(r)
             if found is None:
                 status = r.record.status().get("status", "missing")
-                missing.append(f"{cells[name][0]} / {r.cfg.experiment_name} seed {r.cfg.seed}: {r.run_dir} [{status}]")
+                missing.append(f"{rows[name]} / {r.cfg.experiment_name} seed {r.cfg.seed}: {r.run_dir} [{status}]")
             elif RunRecord(found).status()["status"] == "ok":
                 out[name].append(found)
-                if checkpoints:
+                if checkpoints[name]:
                     resolve_run(found)  # recovers the weights of a record kept without them
                     if (note := recovered_note(found)) is not None:
                         recovered.append(note)

@@ -20,7 +20,9 @@ leaderboard's SVA task runs at the paper budget when the board is built at ``cpu
 model's parameter count is within the tolerance of the reference row's (``oscrepro.tables.match``).
 
 An *analysis* table (``kind: analysis``) names a callable (``_target_``) that computes its rows directly
-(e.g. Figure 2's Monte Carlo vs closed form).
+(e.g. Figure 2's Monte Carlo vs closed form) as numbers; optional ``formats`` (``{column: digits | format spec |
+template}``) says how the renderer shows a column's plain numbers (:mod:`oscrepro.tables.render`). The runs it
+reads are declared by the callable and trained and resolved by the engine (:mod:`oscrepro.tables.sources`).
 
 What a spec owns, a build's extra overrides may not set (:func:`check_extra_overrides`, before anything is
 written): ``seed`` (each cell runs the budget's seeds 0..n-1; an extra ``seed=-3`` used to be silently replaced by
@@ -106,6 +108,7 @@ class TableSpec:
     path: Path
     budget_map: dict[str, str] = field(default_factory=dict)  # asked budget -> the budget its runs use
     match: dict[str, Any] = field(default_factory=dict)  # matched parameter counts across rows (see above)
+    formats: dict[str, Any] = field(default_factory=dict)  # analysis column -> digits | format (tables.render)
 
     def seeds_for(self, budget: str, row_idx: int | None = None) -> list[int]:
         """Seeds 0..n-1 of the budget; a row's own ``seeds`` (``{cpu: 1}``) can only lower n (a costly row whose
@@ -213,7 +216,7 @@ def load_spec(key: str, conf_dir: Path = CONF_DIR) -> TableSpec:
             rows=[Row(**r) for r in raw.get("rows", [])], columns=cols,
             budget_notes=raw.get("budget_notes", {}), analysis=raw.get("analysis", {}), post=raw.get("post", {}),
             source=raw.get("source", ""), path=path, budget_map=dict(raw.get("budget_map") or {}),
-            match=dict(raw.get("match") or {}),
+            match=dict(raw.get("match") or {}), formats=dict(raw.get("formats") or {}),
         )
     except KeyError as err:
         raise SpecError(f"table spec {path}: required key {err} missing") from None

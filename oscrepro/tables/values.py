@@ -1,4 +1,5 @@
-"""Typed cell values for analysis tables: a statistic over seeds carries its numbers, not only its rendering.
+"""Typed cell values for analysis tables: a statistic over seeds carries its numbers, not only its rendering, and
+a number carries how it is shown (:class:`Num`); the renderer (:mod:`oscrepro.tables.render`) does the formatting.
 
 An analysis adapter (``kind: analysis`` specs, a function returning ``(columns, rows, notes)``) used to put
 ``f"{mean:.1f} ± {std:.1f}"`` into a cell; the claims engine then had only the rendered text and read it as one
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 STAT_FIELDS = ("std", "n", "flags")  # a SeedStat column's numeric columns in a csv: <column>__<field>
+MISSING = "—"  # a cell the analysis has no value for, written so to the .md and the csv (None: "—" and empty)
 
 
 @dataclass(frozen=True)
@@ -56,3 +58,35 @@ class SeedStat:
 
     def __str__(self) -> str:
         return self.text()
+
+
+@dataclass(frozen=True)
+class Num:
+    """A number, and the numbers shown with it (``more``: an interval's ends, a range), with how the table shows
+    them: ``fmt`` is a :meth:`str.format` template of ``(value, *more)``, e.g. ``"{:+.4f} [{:+.4f}, {:+.4f}]"`` or
+    ``"{:.2f}×"``. For cells whose precision or shape differs by row; a column that is one plain number per row
+    takes its format from the spec's ``formats`` instead (:func:`oscrepro.tables.render.cell_text`)."""
+
+    value: float
+    fmt: str = "{:.4f}"
+    more: tuple[float, ...] = ()
+
+    def text(self) -> str:
+        """The cell as the .md and the csv show it."""
+        return self.fmt.format(self.value, *self.more)
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def column_format(fmt: int | str) -> str:
+    """A spec's column format as a :meth:`str.format` template: digits (``2`` -> ``"{:.2f}"``), a format spec
+    (``"+.4f"``, ``",d"``) or a template (``"{:.2f} %"``)."""
+    if isinstance(fmt, bool) or not isinstance(fmt, (int, str)):
+        raise ValueError(f"column format {fmt!r}: digits (int), a format spec ('+.4f') or a template ('{{:.2f}} %')")
+    if isinstance(fmt, int):
+        return f"{{:.{fmt}f}}"
+    return fmt if "{" in fmt else f"{{:{fmt}}}"

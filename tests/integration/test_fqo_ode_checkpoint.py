@@ -27,8 +27,13 @@ from oscrepro.papers.fqo.ode_checkpoint import (
 from oscrepro.runs.compose import RunNotUsableError, compose_run
 from oscrepro.runs.lookup import model_state_dict
 from oscrepro.runs.record import run_dir as run_dir_for
+from oscrepro.tables.launch import resolve_launcher
+from oscrepro.tables.render import cell_text
 from oscrepro.tables.run_helpers import attention_modules, first_val_inputs
 from oscrepro.tables.runs import MissingRunsError, load_run
+from oscrepro.tables.sources import SourceRuns, gather_runs
+from oscrepro.tables.spec import load_spec
+from oscrepro.tables.values import column_format
 from oscrepro.train import train
 from tests.helpers.shared_data import require_shared
 
@@ -150,42 +155,59 @@ def test_ode_inference_swaps_the_fixed_point_of_appc_variants(cls):
         torch.testing.assert_close(problem.coupling @ problem.anchors, model(x, need_weights=True)[1][0]["h"].float())
 
 
+def _table6_cells(budget: str, labels: list[str], overrides: list[str] | None = None):
+    return ode_tables.table6_runs(budget=budget, source_table="fqo/table4", source_column="oscillator",
+                                  rows=[{"label": label} for label in labels], overrides=overrides)
+
+
 def test_missing_source_runs_name_the_command(tmp_path):
+    needs = _table6_cells("cpu", ["TinyStories, d_osc=2", "TinyStories, d_osc=8"])
     with pytest.raises(MissingRunsError, match=r"python -m oscrepro.table fqo/table4 --budget cpu") as err:
-        ode_tables._source_runs(tmp_path, "cpu", "fqo/table6", "fqo/table4",
-                                ["TinyStories, d_osc=2", "TinyStories, d_osc=8"], "oscillator", 0, False, None)
+        gather_runs("fqo/table6", "cpu", needs, tmp_path, resolve_launcher("inprocess"), None, train_cells=False,
+                    render_only=False)
     assert "TinyStories, d_osc=8" in str(err.value) and "[missing]" in str(err.value)
 
 
-def test_source_runs_trains_missing_smoke_cells(tmp_path):
-    args = (tmp_path, "smoke", "fqo/table6", "fqo/table4", ["TinyStories, d_osc=2"], "oscillator", 0)
-    dirs = ode_tables._source_runs(*args, True, TINY)
+def test_engine_trains_missing_smoke_cells(tmp_path):
+    """The engine's gather (oscrepro.tables.sources) trains a missing source cell in its pool, then finds it again
+    without training."""
+    needs = _table6_cells("smoke", ["TinyStories, d_osc=2"], TINY)
+    pool = resolve_launcher("inprocess")
+    found = gather_runs("fqo/table6", "smoke", needs, tmp_path, pool, None, train_cells=True, render_only=False)
+    dirs = ode_tables._one_run_each(found, "fqo/table6", "fqo/table4", "smoke")
     d = dirs["TinyStories, d_osc=2"]
     assert (d / "checkpoints" / "last.ckpt").exists() and d.is_relative_to(tmp_path / "runs" / "fqo")
-    assert ode_tables._source_runs(*args, False, TINY) == dirs  # found again without training
+    again = gather_runs("fqo/table6", "smoke", needs, tmp_path, pool, None, train_cells=False, render_only=True)
+    assert ode_tables._one_run_each(again, "fqo/table6", "fqo/table4", "smoke") == dirs
 
 
-def test_table6_and_ode_inference_adapters(run_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(ode_tables, "_source_runs", lambda *a, **k: {label: run_dir for label in a[4]})
+def test_table6_and_ode_inference_adapters(run_dir, tmp_path):
     out = tmp_path / "fqo"
     kw = {"budget": "smoke", "results_dir": tmp_path}
+    formats = load_spec("fqo/table6").formats
     cols, rows, notes = ode_tables.fqo_table6(
         out, source_table="fqo/table4", source_column="oscillator",
         rows=[{"label": "TinyStories, d_osc=2", "d_osc": 2, "paper": {"frac": 84.3}}],
-        n_seqs=2, scipy_subset=8, sweep={"d_osc": 2, "t_maxes": [1, 30], "method": "closed_form"}, **kw, **ODE)
-    assert rows[0]["d_osc"] == 2 and rows[0]["paper Frac < 0.01 (%)"] == "84.3" and set(cols) == set(rows[0])
-    assert rows[0]["scipy: verdicts agree (%)"] == "100.00"
+        n_seqs=2, scipy_subset=8, sweep={"d_osc": 2, "t_maxes": [1, 30], "method": "closed_form"},
+        runs=SourceRuns({"TinyStories, d_osc=2": [run_dir]}, []), **kw, **ODE)
+    assert rows[0]["d_osc"] == 2 and rows[0]["paper Frac < 0.01 (%)"] == 84.3 and set(cols) == set(rows[0])
+    assert rows[0]["scipy: verdicts agree (%)"] == 100.0  # numbers; the engine formats them with the spec's formats
+    shown = {c: cell_text(rows[0][c], column_format(formats[c])) for c in formats}
+    assert shown["paper Frac < 0.01 (%)"] == "84.3" and shown["scipy: verdicts agree (%)"] == "100.00"
+    assert shown["paper Degenerate (%)"] == "—"  # no paper value
     assert (out / "fig7.png").stat().st_size > 0 and (out / "fig7a.csv").read_text().count("\n") == 3
     details = json.loads((out / "table6_details.json").read_text())
     assert details["sweep"][0]["frac_converged"] <= details["sweep"][1]["frac_converged"]  # grows with T_max
     with pytest.raises(ode_tables.SpecError, match="d_osc"):
         ode_tables.fqo_table6(out, source_table="fqo/table4", source_column="oscillator",
                               rows=[{"label": "x", "d_osc": 8}], n_seqs=1, scipy_subset=1,
-                              sweep={"d_osc": 2, "t_maxes": [30], "method": "closed_form"}, **kw, **ODE)
+                              sweep={"d_osc": 2, "t_maxes": [30], "method": "closed_form"},
+                              runs=SourceRuns({"x": [run_dir]}, []), **kw, **ODE)
     cols, rows, notes = ode_tables.fqo_ode_inference(
         out, source_table="fqo/table4", source_row="WikiText-2, d_osc=2", source_column="oscillator", t_max=30.0,
         method="closed_form", rtol=1e-6, atol=1e-6, seeds=[0, 1], sequential=True,
-        paper={"random_delta": "within 0.13"}, max_batches=1, **kw)
+        paper={"random_delta": "within 0.13"}, max_batches=1,
+        runs=SourceRuns({"WikiText-2, d_osc=2": [run_dir]}, []), **kw)
     assert [r["n"] for r in rows] == [1, 2, 1] and rows[0]["Δ vs analytic"] == 0.0
     assert all(abs(r["Δ vs analytic"]) < 0.05 * rows[0]["val PPL"] for r in rows)
     assert any("other batches" in n for n in notes)  # 1 batch here, the run validated on 2

@@ -33,8 +33,9 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from oscrepro.tables.runs import MissingRunsError, load_run, source_runs
-from oscrepro.tables.values import SeedStat
+from oscrepro.tables.runs import MissingRunsError, load_run
+from oscrepro.tables.sources import RunNeeds, SourceCell, SourceRuns, reads_runs
+from oscrepro.tables.values import MISSING, Num, SeedStat
 
 
 # ------------------------------------------------------------------------------------------------ reductions
@@ -108,13 +109,16 @@ def _device(device: str) -> str:
     return ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
 
 
-def variant_profiles(name: str, source: str, budget: str, results_dir: Path, variants: list[dict[str, Any]],
-                     n_batches: int, device: str = "auto", rank: bool = True, train_missing: bool = False
-                     ) -> tuple[dict[str, list[AttentionProfile]], dict[str, list[Path]], list[str]]:
-    """Profiles of every finished seed of each variant (``{label, row[, column]}``, a cell of table ``source``);
+def variant_runs(name: str, source: str, variants: list[dict[str, Any]], **_: Any) -> RunNeeds:
+    """The cells of table ``source`` that Table 12 and Figure 3 read: one per variant (``{label, row[, column]}``)."""
+    return RunNeeds(name, {v.get("label", v["row"]): SourceCell(source, v["row"], v.get("column")) for v in variants})
+
+
+def variant_profiles(name: str, budget: str, found: SourceRuns, n_batches: int, device: str = "auto",
+                     rank: bool = True) -> tuple[dict[str, list[AttentionProfile]], dict[str, list[Path]], list[str]]:
+    """Profiles of every finished seed of each variant (``found``: the engine's runs of :func:`variant_runs`);
     runs that share a data config share one set-up data module (the same validation tokens)."""
-    cells = {v.get("label", v["row"]): (v["row"], v.get("column")) for v in variants}
-    runs, notes = source_runs(name, source, budget, cells, results_dir, train_missing)
+    runs, notes = found.runs, list(found.notes)
     dev = _device(device)
     datamodules: dict[str, Any] = {}
     out: dict[str, list[AttentionProfile]] = {}
@@ -152,14 +156,13 @@ def _protocol_note(profiles: dict[str, list[AttentionProfile]], runs: dict[str, 
 
 
 # ---------------------------------------------------------------------------------------------- Table 12
-def coupledqk_table12(out_dir: Path, budget: str, results_dir: Path, name: str, source: str,
+@reads_runs(variant_runs)
+def coupledqk_table12(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, name: str, source: str,
                       variants: list[dict[str, Any]], paper: dict[str, dict[str, Any]], n_batches: int = 25,
-                      device: str = "auto", train_missing: bool = False
-                      ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+                      device: str = "auto") -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """coupledqk Table 12 (App. D): per-layer effective rank of the attention maps, its layer mean and the top-1
     singular-value ratio, ours (Table 1's runs) above the paper's row for each variant."""
-    profiles, runs, notes = variant_profiles(name, source, budget, results_dir, variants, n_batches, device,
-                                             rank=True, train_missing=train_missing)
+    profiles, found, notes = variant_profiles(name, budget, runs, n_batches, device, rank=True)
     layers = _layer_names(profiles, "effective_rank")
     columns = ["Attention", "Values", *layers, "Mean", "σ1/Σσ"]
     rows = []
@@ -175,11 +178,11 @@ def coupledqk_table12(out_dir: Path, budget: str, results_dir: Path, name: str, 
         if ref:
             same = len(ref["layers"]) == len(layers)
             row = {"Attention": label, "Values": f"paper ({ref.get('name', label)})"}
-            row.update({c: f"{ref['layers'][i]:.1f}" if same else "—" for i, c in enumerate(layers)})
-            row.update({"Mean": f"{ref['mean']:.1f}", "σ1/Σσ": f"{ref['top1']:.3f}"})
+            row.update({c: Num(ref["layers"][i], "{:.1f}") if same else MISSING for i, c in enumerate(layers)})
+            row.update({"Mean": Num(ref["mean"], "{:.1f}"), "σ1/Σσ": Num(ref["top1"], "{:.3f}")})
             rows.append(row)
     n_paper = max(len(r["layers"]) for r in paper.values())
-    notes.append(_protocol_note(profiles, runs, n_batches, n_paper))
+    notes.append(_protocol_note(profiles, found, n_batches, n_paper))
     for label, ref in paper.items():
         if len(ref["layers"]) != len(layers):
             notes.append(f"**Paper, {ref.get('name', label)} ({len(ref['layers'])} layers):** "
@@ -208,14 +211,13 @@ def _compare_note(base: list[AttentionProfile], other: list[AttentionProfile], l
 
 
 # ---------------------------------------------------------------------------------------------- Figure 3
-def coupledqk_fig3(out_dir: Path, budget: str, results_dir: Path, name: str, source: str,
+@reads_runs(variant_runs)
+def coupledqk_fig3(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, name: str, source: str,
                    variants: list[dict[str, Any]], paper: dict[str, Any], n_batches: int = 25,
-                   device: str = "auto", train_missing: bool = False, figure: str = "fig3.png"
-                   ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+                   device: str = "auto", figure: str = "fig3.png") -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """coupledqk Figure 3 (App. D): per-layer mean attention-row entropy of each variant, with the paper's
     reading at its dip layer beside ours and a PNG with one line per variant (seed std as error bars)."""
-    profiles, runs, notes = variant_profiles(name, source, budget, results_dir, variants, n_batches, device,
-                                             rank=False, train_missing=train_missing)
+    profiles, found, notes = variant_profiles(name, budget, runs, n_batches, device, rank=False)
     layers = _layer_names(profiles, "entropy")
     dip = int(paper["dip_layer"])
     dip_col = f"L{dip} paper (≈)"
@@ -228,9 +230,9 @@ def coupledqk_fig3(out_dir: Path, budget: str, results_dir: Path, name: str, sou
             row[col] = SeedStat.of(vals, 2)
         mean = np.mean([p.entropy for p in ps], axis=0)
         row["Mean"] = SeedStat.of([float(p.entropy.mean()) for p in ps], 2)
-        row["Lowest layer (ours)"] = f"L{int(mean.argmin())} ({mean.min():.2f})"
+        row["Lowest layer (ours)"] = Num(int(mean.argmin()), "L{} ({:.2f})", (float(mean.min()),))
         ref = paper["dip"].get(label)
-        row[dip_col] = "—" if ref is None else f"{ref:.2f}"
+        row[dip_col] = MISSING if ref is None else Num(ref, "{:.2f}")
         rows.append(row)
     from oscrepro.tables.spec import load_spec
 
@@ -238,7 +240,7 @@ def coupledqk_fig3(out_dir: Path, budget: str, results_dir: Path, name: str, sou
                        caption=fig3_caption(load_spec(name), budget))
     notes.append(f"**Figure:** `{png.name}` (one line per variant; error bars = seed std; hollow diamonds = the "
                  f"paper's values read off Figure 3a at layer {dip}).")
-    notes.append(_protocol_note(profiles, runs, n_batches, int(paper["n_layers"])))
+    notes.append(_protocol_note(profiles, found, n_batches, int(paper["n_layers"])))
     t = next(iter(profiles.values()))[0].seq_len
     notes.append(f"**Ceiling:** a uniform causal map has mean row entropy {uniform_causal_entropy(t):.2f} nats at "
                  f"T = {t} (ours), {uniform_causal_entropy(512):.2f} at the paper's 512.")

@@ -4,9 +4,10 @@ For each row (a Table 1 variant: Standard, GQA, Diff Attention, Hamiltonian = th
 LM run of seed ``lm_seed`` is fine-tuned on each task over ``n_seeds`` fine-tuning seeds. One fine-tuning run =
 ``conf/experiment/coupledqk/glue.yaml`` + the row's mechanism overrides (``attention=...``, ``model.attention.*``:
 the classifier refuses a mechanism other than the pretrained run's, and the run is labelled with what it
-fine-tunes) + the task's overrides + ``model.pretrained_run=<LM run dir>`` + ``seed``. Missing fine-tuning runs are
-trained here in one pool (:func:`oscrepro.tables.launch.launch`); missing LM runs raise
-:class:`~oscrepro.tables.runs.MissingRunsError` naming the command that trains Table 1 (unless ``train_missing``).
+fine-tunes) + the task's overrides + ``model.pretrained_run=<LM run dir>`` + ``seed``. Both are declared
+(:func:`table7_runs`: the LM cells, then the fine-tuning runs composed from them) and trained by the engine in its
+pool (:mod:`oscrepro.tables.sources`); missing LM runs raise :class:`~oscrepro.tables.runs.MissingRunsError` naming
+the command that trains Table 1 where the spec's ``train_missing`` is false.
 
 Choices where the paper is silent:
 * One pretrained checkpoint per variant: Table 1's seed 0 (``lm_seed``), its final checkpoint (``last.ckpt``). The
@@ -32,10 +33,9 @@ from oscrepro.data.paths import DatasetNotFoundError
 from oscrepro.runs.compose import path_override
 from oscrepro.runs.lookup import RunRequest, find_record
 from oscrepro.runs.record import RunRecord
-from oscrepro.tables.launch import LaunchConfig, Progress, launch
-from oscrepro.tables.runs import source_runs
+from oscrepro.tables.sources import OwnRuns, RunNeeds, SourceCell, SourceRuns, reads_runs
 from oscrepro.tables.spec import SpecError, load_spec
-from oscrepro.tables.values import SeedStat
+from oscrepro.tables.values import MISSING, Num, SeedStat
 
 MECHANISM_KEYS = ("attention", "model.attention.")  # override keys that pick or configure the mechanism
 
@@ -61,9 +61,6 @@ class FineTunePlan:
     data: dict[str, str] = field(default_factory=dict)  # task -> data source text
     notes: list[str] = field(default_factory=list)
 
-    def all_requests(self) -> list[RunRequest]:
-        return [r for reqs in self.requests.values() for r in reqs]
-
 
 def _probe_data(cfg: Any) -> tuple[str | None, str]:
     """(None, data source text), or (why the task cannot run, None) when its data is not on disk: the run's data
@@ -76,12 +73,26 @@ def _probe_data(cfg: Any) -> tuple[str | None, str]:
     return None, dm.source
 
 
+def table7_runs(budget: str, results_dir: Path, name: str, source: str, experiment: str, rows: list[str],
+                tasks: list[dict[str, Any]], lm_seed: int = 0, n_seeds: int = 3, **_: Any) -> RunNeeds:
+    """Table 7's runs: the LM run (seed ``lm_seed``) of each row of ``source``, then every fine-tuning run composed
+    from them (:func:`plan_finetuning`; missing or failed ones are flagged in their cells)."""
+
+    def finetuning(lms: SourceRuns) -> OwnRuns:
+        plan = plan_finetuning(name, source, budget, Path(results_dir), experiment, rows, tasks, lms, lm_seed,
+                               n_seeds)
+        return OwnRuns({f"{row}|{t}": reqs for (row, t), reqs in plan.requests.items()}, what="fine-tuning runs",
+                       optional=True, context=plan)
+
+    return RunNeeds(name, {r: SourceCell(source, r, None, seeds=(lm_seed,)) for r in rows}, then=finetuning)
+
+
 def plan_finetuning(name: str, source: str, budget: str, results_dir: Path, experiment: str, rows: list[str],
-                    tasks: list[dict[str, Any]], lm_seed: int = 0, n_seeds: int = 3, train_missing: bool = False
+                    tasks: list[dict[str, Any]], lms: SourceRuns, lm_seed: int = 0, n_seeds: int = 3
                     ) -> FineTunePlan:
-    """Compose every fine-tuning run of Table 7 (rows x tasks x seeds) from the LM runs of table ``source``."""
-    found, notes = source_runs(name, source, budget, {r: (r, None) for r in rows}, results_dir, train_missing,
-                               seeds=[lm_seed])
+    """Compose every fine-tuning run of Table 7 (rows x tasks x seeds) from the LM runs ``lms`` of table
+    ``source``."""
+    found, notes = lms.runs, list(lms.notes)
     spec = load_spec(source)
     row_overrides = {r.label: r.overrides for r in spec.rows}
     plan = FineTunePlan({r: (found[r][0] if found[r] else None) for r in rows}, notes=notes)
@@ -141,36 +152,31 @@ def _stat(values: list[float], flags: dict[str, int], scale: float = 100.0) -> S
     return SeedStat.of(v, 1, show_n=True, flags=[f"{k} {n}" for k, n in flags.items() if n])
 
 
-def coupledqk_table7(out_dir: Path, budget: str, results_dir: Path, name: str, source: str, experiment: str,
-                     rows: list[str], tasks: list[dict[str, Any]], paper: dict[str, dict[str, Any]], lm_seed: int = 0,
-                     n_seeds: int = 3, metric: str = "val/acc", launcher: str | LaunchConfig = "inprocess",
-                     workers: int | None = None, train_missing: bool = False
+@reads_runs(table7_runs)
+def coupledqk_table7(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, name: str, source: str,
+                     experiment: str, rows: list[str], tasks: list[dict[str, Any]], paper: dict[str, dict[str, Any]],
+                     lm_seed: int = 0, n_seeds: int = 3, metric: str = "val/acc"
                      ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
-    """coupledqk Table 7: val accuracy (%) mean ± std over fine-tuning seeds per (variant, task), the paper's beside."""
-    plan = plan_finetuning(name, source, budget, Path(results_dir), experiment, rows, tasks, lm_seed, n_seeds,
-                           train_missing)
-    reqs = plan.all_requests()
-    missing = [r for r in reqs if find_record(r) is None]
-    print(f"[table {name}] budget={budget}: {len(reqs)} fine-tuning runs, {len(missing)} to train ({launcher})",
-          flush=True)
-    launch(missing, launcher, Progress(name, len(reqs), len(reqs) - len(missing)), max_workers=workers)
+    """coupledqk Table 7: val accuracy (%) mean ± std over fine-tuning seeds per (variant, task), the paper's beside
+    (the runs: :func:`table7_runs`, trained by the engine)."""
+    plan: FineTunePlan = runs.context
 
     names = [t["name"] for t in tasks]
     columns = ["Attention", "LM run"] + [f"{t} {s}" for t in names for s in ("(ours)", "(paper)", "Δ")]
     out = []
     for row in rows:
         lm = plan.lm_runs[row]
-        line: dict[str, Any] = {"Attention": row, "LM run": "—" if lm is None else f"seed {lm_seed} ({lm.name})"}
+        line: dict[str, Any] = {"Attention": row, "LM run": MISSING if lm is None else f"seed {lm_seed} ({lm.name})"}
         ref = paper.get(row, {})
         for t in names:
             p = ref.get(t)
-            line[f"{t} (paper)"] = "—" if p is None else f"{p[0]:.1f} ± {p[1]:.1f}"
+            line[f"{t} (paper)"] = MISSING if p is None else Num(p[0], "{:.1f} ± {:.1f}", (p[1],))
             if (row, t) in plan.not_run:
-                line[f"{t} (ours)"], line[f"{t} Δ"] = f"not run: {plan.not_run[(row, t)]}", "—"
+                line[f"{t} (ours)"], line[f"{t} Δ"] = f"not run: {plan.not_run[(row, t)]}", MISSING
                 continue
             stat = _stat(*_cell(plan.requests[(row, t)], metric))
             line[f"{t} (ours)"] = stat
-            line[f"{t} Δ"] = "—" if p is None or np.isnan(stat.mean) else f"{stat.mean - p[0]:+.1f}"
+            line[f"{t} Δ"] = MISSING if p is None or np.isnan(stat.mean) else Num(stat.mean - p[0], "{:+.1f}")
         out.append(line)
 
     notes = [*plan.notes,

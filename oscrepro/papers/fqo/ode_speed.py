@@ -18,6 +18,7 @@ import torch
 
 from oscrepro.papers.fqo.ode_convergence import convergence_table, random_problem
 from oscrepro.tables.run_helpers import num_threads
+from oscrepro.tables.values import MISSING
 
 FRACS = ("frac_converged", "frac_apparent_antipodal", "frac_degenerate")
 VERDICTS = ("converged", "apparent_antipodal", "degenerate", "intermediate")
@@ -48,8 +49,8 @@ def speed_rows(d_oscs: list[int], tokens: int, n_inits: int, t_max: float, coupl
                 "max Δ fraction (pp)": round(max(100 * abs(fast[k] - ref[k]) for k in FRACS), 4),
                 "rows with another verdict": round(float((_verdict_codes(fast) != _verdict_codes(ref))
                                                          .double().mean()), 5),
-                "max abs err diff": f"{float((fast['err'] - ref['err']).abs().max()):.1e}",
-                "nfev equal": ("—" if fast["nfev"] is None
+                "max abs err diff": float((fast["err"] - ref["err"]).abs().max()),  # spec formats: .1e
+                "nfev equal": (MISSING if fast["nfev"] is None
                                else round(float((fast["nfev"] == ref["nfev"]).double().mean()), 4)),
                 "scipy converged (%)": round(100 * ref["frac_converged"], 2),
             })

@@ -1,13 +1,14 @@
 """Analysis-table adapters for the fqo ODE results: Table 6 + Figure 7 (Sec. 4.4) and ODE inference perplexity.
 
 Both analyse models that Table 4 trains (``conf/table/fqo/table4.yaml``): Table 6 the TinyStories oscillator cells at
-d_osc 2, 8, 32, the ODE-inference table the WikiText-2 d_osc=2 cell. The run of a cell is found exactly as the table
-engine plans it (:func:`oscrepro.tables.runs.source_runs`: same overrides, same run id). Missing runs are an error
-that names the command that trains them, except where the spec sets ``train_missing`` (budget=smoke only: the runs
-take seconds and the table must build in the test suite).
+d_osc 2, 8, 32, the ODE-inference table the WikiText-2 d_osc=2 cell. Each adapter declares those cells
+(:func:`oscrepro.tables.sources.reads_runs`); the engine plans them exactly as Table 4's build does (same overrides,
+same run id), trains the missing ones where the spec sets ``train_missing`` (budget=smoke only: the runs take
+seconds and the table must build in the test suite), else raises the error that names the command that trains them.
 
-Adapters are called by the engine as ``fn(out_dir=..., budget=..., results_dir=..., **spec.analysis)`` (with the
-budget's overrides applied) and return ``(columns, rows, notes)``; every ODE constant comes from the spec.
+Adapters are called by the engine as ``fn(out_dir=..., budget=..., results_dir=..., runs=..., **spec.analysis)``
+(with the budget's overrides applied) and return ``(columns, rows, notes)`` with numbers, which the engine formats
+(the spec's ``formats``); every ODE constant comes from the spec.
 """
 
 from __future__ import annotations
@@ -30,33 +31,43 @@ from oscrepro.papers.fqo.ode_checkpoint import (
 )
 from oscrepro.papers.fqo.ode_convergence import plot_figure7, tmax_sweep
 from oscrepro.tables.run_helpers import first_val_inputs, num_threads
-from oscrepro.tables.runs import MissingRunsError, load_run, source_runs
+from oscrepro.tables.runs import MissingRunsError, load_run
+from oscrepro.tables.sources import RunNeeds, SourceCell, SourceRuns, reads_runs
 from oscrepro.tables.spec import SpecError, load_spec
+from oscrepro.tables.values import MISSING
 
 Result = tuple[list[str], list[dict[str, Any]], list[str]]
 
 
-def _source_runs(results_dir: Path, budget: str, table: str, source_table: str, labels: list[str], column: str,
-                 seed_index: int, train_missing: bool, overrides: list[str] | None) -> dict[str, Path]:
-    """The run dir of each ``(label, column)`` cell of ``source_table`` for its ``seed_index``-th seed."""
+def _seed_cells(table: str, budget: str, source_table: str, labels: list[str], column: str, seed_index: int,
+                overrides: list[str] | None) -> RunNeeds:
+    """The ``(label, column)`` cells of ``source_table`` at their ``seed_index``-th seed."""
     seeds = load_spec(source_table).seeds_for(budget)
     if seed_index >= len(seeds):
         raise SpecError(f"{source_table} has {len(seeds)} seed(s) at budget={budget}; seed_index={seed_index}")
-    runs, _ = source_runs(table, source_table, budget, {label: (label, column) for label in labels}, results_dir,
-                          train_missing, seeds=[seeds[seed_index]], overrides=overrides)
-    empty = [label for label, dirs in runs.items() if not dirs]
+    return RunNeeds(table, {label: SourceCell(source_table, label, column, seeds=(seeds[seed_index],),
+                                              overrides=tuple(overrides or ())) for label in labels})
+
+
+def _one_run_each(runs: SourceRuns, table: str, source_table: str, budget: str) -> dict[str, Path]:
+    """The run dir of each cell (its notes are not shown: the table's ``run`` column names every run)."""
+    empty = [label for label, dirs in runs.runs.items() if not dirs]
     if empty:  # a diverged source run has no usable model
         raise MissingRunsError(f"{table}: the source runs of {empty} in {source_table} diverged at budget={budget}")
-    return {label: dirs[0] for label, dirs in runs.items()}
+    return {label: dirs[0] for label, dirs in runs.runs.items()}
 
 
-def _pct(x: float) -> str:
-    """A fraction as a percentage string with two decimals (raw values go to the details JSON)."""
-    return f"{100.0 * x:.2f}"
+def table6_runs(budget: str, source_table: str, source_column: str, rows: list[dict[str, Any]], seed_index: int = 0,
+                overrides: list[str] | None = None, **_: Any) -> RunNeeds:
+    """Table 6's sources: the Table 4 cell of each row (its first seed's model by default)."""
+    return _seed_cells("fqo/table6", budget, source_table, [r["label"] for r in rows], source_column, seed_index,
+                       overrides)
 
 
-def _ref(paper: dict[str, Any], key: str) -> str:
-    return str(paper[key]) if key in paper else "—"
+def ode_inference_runs(budget: str, source_table: str, source_row: str, source_column: str, seed_index: int = 0,
+                       overrides: list[str] | None = None, **_: Any) -> RunNeeds:
+    """The ODE-inference table's source: one Table 4 cell."""
+    return _seed_cells("fqo/ode_inference", budget, source_table, [source_row], source_column, seed_index, overrides)
 
 
 def _ode_kwargs(ode: dict[str, Any]) -> dict[str, Any]:
@@ -66,18 +77,17 @@ def _ode_kwargs(ode: dict[str, Any]) -> dict[str, Any]:
     return ode
 
 
-def fqo_table6(out_dir: Path, budget: str, results_dir: Path, source_table: str, source_column: str,
-               rows: list[dict[str, Any]], n_seqs: int, scipy_subset: int, sweep: dict[str, Any], seed_index: int = 0,
-               train_missing: bool = False, sequential: bool = True, overrides: list[str] | None = None,
-               **ode: Any) -> Result:
+@reads_runs(table6_runs)
+def fqo_table6(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, source_table: str,
+               source_column: str, rows: list[dict[str, Any]], n_seqs: int, scipy_subset: int, sweep: dict[str, Any],
+               seed_index: int = 0, sequential: bool = True, **ode: Any) -> Result:
     """fqo Table 6 and Figure 7 from the trained TinyStories models of Table 4.
 
     ``rows``: ``{label (a Table 4 row), d_osc, paper: {frac, antipodal, degenerate, nfev}}``; ``sweep``:
     ``{d_osc, t_maxes, method, paper}`` for Figure 7(a). ``ode``: the :data:`ODE_KEYS` settings (App. B).
     """
     ode = _ode_kwargs(ode)
-    dirs = _source_runs(results_dir, budget, "fqo/table6", source_table, [r["label"] for r in rows], source_column,
-                        seed_index, train_missing, overrides)
+    dirs = _one_run_each(runs, "fqo/table6", source_table, budget)
     conv_rows, table, sweep_rows, details = [], [], [], []
     t0 = time.time()
 
@@ -105,17 +115,17 @@ def fqo_table6(out_dir: Path, budget: str, results_dir: Path, source_table: str,
         nfev = conv["nfev_per_token"] if not math.isnan(conv["nfev_per_token"]) else agree["scipy_nfev_per_token"]
         table.append({
             "d_osc": problem.d_osc,
-            "Frac < 0.01 (%)": _pct(conv["frac_converged"]), "paper Frac < 0.01 (%)": _ref(paper, "frac"),
-            "App. antipodal (%)": _pct(conv["frac_apparent_antipodal"]),
-            "paper App. antipodal (%)": _ref(paper, "antipodal"),
-            "Degenerate (%)": _pct(conv["frac_degenerate"]), "paper Degenerate (%)": _ref(paper, "degenerate"),
-            "nfev/tok": f"{nfev:.0f}", "paper nfev/tok": _ref(paper, "nfev"),
-            "Intermediate (%)": _pct(conv["frac_intermediate"]),
-            "mean err random": f"{conv['mean_err']:.2e}",
-            "mean err sequential": f"{conv.get('mean_err_sequential', math.nan):.2e}",
-            "scipy: verdicts agree (%)": _pct(agree["agree_verdict_frac"]),
-            "scipy: max abs err diff": f"{agree['agree_max_abs_err_diff']:.1e}",
-            "run val PPL": f"{float(run.metrics.get('val/ppl', math.nan)):.2f}", "run": run.run_dir.name,
+            "Frac < 0.01 (%)": 100.0 * conv["frac_converged"], "paper Frac < 0.01 (%)": paper.get("frac"),
+            "App. antipodal (%)": 100.0 * conv["frac_apparent_antipodal"],
+            "paper App. antipodal (%)": paper.get("antipodal"),
+            "Degenerate (%)": 100.0 * conv["frac_degenerate"], "paper Degenerate (%)": paper.get("degenerate"),
+            "nfev/tok": nfev, "paper nfev/tok": paper.get("nfev"),
+            "Intermediate (%)": 100.0 * conv["frac_intermediate"],
+            "mean err random": conv["mean_err"],
+            "mean err sequential": conv.get("mean_err_sequential", math.nan),
+            "scipy: verdicts agree (%)": 100.0 * agree["agree_verdict_frac"],
+            "scipy: max abs err diff": agree["agree_max_abs_err_diff"],
+            "run val PPL": float(run.metrics.get("val/ppl", math.nan)), "run": run.run_dir.name,
         })
         details.append({"label": spec_row["label"], "run_dir": str(run.run_dir), **conv, **agree})
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -212,13 +222,13 @@ def _val_batch_limit(run_cfg: Any, max_batches: int | None) -> int | None:
     return int(limit) if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
-def fqo_ode_inference(out_dir: Path, budget: str, results_dir: Path, source_table: str, source_row: str,
-                      source_column: str, t_max: float, method: str, rtol: float, atol: float, seeds: list[int],
-                      sequential: bool, paper: dict[str, Any], max_batches: int | None = None, seed_index: int = 0,
-                      train_missing: bool = False, overrides: list[str] | None = None) -> Result:
+@reads_runs(ode_inference_runs)
+def fqo_ode_inference(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, source_table: str,
+                      source_row: str, source_column: str, t_max: float, method: str, rtol: float, atol: float,
+                      seeds: list[int], sequential: bool, paper: dict[str, Any], max_batches: int | None = None,
+                      seed_index: int = 0) -> Result:
     """Validation PPL of a trained fqo model with z* (Eq. 4) replaced by the integrated z(T_max) (Sec. 4.4)."""
-    run_dir = _source_runs(results_dir, budget, "fqo/ode_inference", source_table, [source_row], source_column,
-                           seed_index, train_missing, overrides)[source_row]
+    run_dir = _one_run_each(runs, "fqo/ode_inference", source_table, budget)[source_row]
     run = load_run(run_dir)
     limit = _val_batch_limit(run.cfg, max_batches)
     batches = list(run.val_batches(limit))
@@ -239,7 +249,7 @@ def fqo_ode_inference(out_dir: Path, budget: str, results_dir: Path, source_tabl
                 "wall s": float(sum(r["wall_s"] for r in rs))}
 
     rk = f"{method}, T_max={t_max:g}"
-    table = [row("analytic fixed point (Eq. 4)", "—", [base], paper.get("analytic_ppl", "—"))]
+    table = [row("analytic fixed point (Eq. 4)", MISSING, [base], paper.get("analytic_ppl", MISSING))]
     if rnd:
         table.append(row(f"ODE ({rk})", f"random, seeds {[r['seed'] for r in rnd]}", rnd, paper.get("random_delta")))
     if seq:

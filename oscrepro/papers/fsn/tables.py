@@ -3,11 +3,12 @@ Table 2 / Figure 3 (wall-clock) live in :mod:`oscrepro.papers.fsn.wallclock`, st
 :mod:`oscrepro.papers.fsn.step_time`.
 
 The engine calls an analysis adapter as ``fn(out_dir=..., budget=..., results_dir=..., **spec.analysis)``; it
-returns ``(columns, rows, notes)``. Tables 4, 5 and Figure 2 read the run records of another table's cells
-(Table 1) for the same budget through :func:`oscrepro.tables.runs.source_runs` (exact run id, else a finished
-device-only variant such as a ``trainer=gpu`` run); missing runs raise
-:class:`~oscrepro.tables.runs.MissingRunsError` naming the table that trains them, unless ``train_missing`` is set
-(the smoke budget sets it: seconds of training, so that every fsn table builds on its own at smoke).
+returns ``(columns, rows, notes)`` with numbers, which the engine formats (:mod:`oscrepro.tables.render`). Tables
+4, 5 and Figure 2 read the run records of another table's cells (Table 1) for the same budget: each declares them
+(:func:`oscrepro.tables.sources.reads_runs`) and the engine plans, trains (unless the spec's ``train_missing`` is
+false: then missing runs raise :class:`~oscrepro.tables.runs.MissingRunsError` naming the table that trains them;
+the smoke budget trains them, seconds, so that every fsn table builds on its own at smoke) and passes them as
+``runs``.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from omegaconf import OmegaConf
 from oscrepro.analysis.figures import figure_notes
 from oscrepro.papers.fsn.ngram import ngram_notes
 from oscrepro.runs.compose import compose_run
-from oscrepro.tables.runs import MissingRunsError, load_run, source_runs
+from oscrepro.tables.runs import MissingRunsError, load_run
+from oscrepro.tables.sources import RunNeeds, SourceCell, SourceRuns, reads_runs
 from oscrepro.tables.spec import load_spec
+from oscrepro.tables.values import MISSING, Num
 
 
 def _seed(run_dir: Path) -> int:
@@ -54,8 +57,8 @@ def fsn_table3(out_dir: Path, budget: str, results_dir: Path, experiment: str, m
                 "Layers": int(cfg.model.n_layers),
                 "Feed-forward": _ffn_text(cfg, model),
                 "Coupling": "RoPE softmax, 1 head" if att is None else _coupling_text(att),
-                "Params (ours)": f"{n:,}", "Params (paper)": "—" if paper is None else f"{int(paper):,}",
-                "Δ": "—" if paper is None else f"{n - int(paper):+,}"})
+                "Params (ours)": n, "Params (paper)": None if paper is None else int(paper),
+                "Δ": None if paper is None else n - int(paper)})
     notes = [f"**Composed at budget=paper** (the paper's configuration at every budget; no training). "
              f"Vocabulary sizes are the paper's ({', '.join(f'{k} {v}' for k, v in vocab.items())})."]
     for key, want in recipe.items():
@@ -122,23 +125,30 @@ def redraw_bins(spec: Any, budget: str, out_dir: Path, rows: list[dict[str, str]
                          bins_caption(spec.key, budget))
 
 
-def fsn_copy_depth(out_dir: Path, budget: str, results_dir: Path, name: str, source: str, reference: dict[str, Any],
-                   families: list[dict[str, Any]], paper: dict[str, Any], n_standard: int = 1024,
-                   n_enriched: int = 192, n_resamples: int = 4000, seed: int = 0, cap: int = 32,
-                   batch_size: int = 64, device: str = "auto", figures: dict[str, Any] | None = None,
-                   train_missing: bool = False, overrides: list[str] | None = None
-                   ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
-    """fsn Tables 4 / 5 (App. C): per-seed copy-depth margins of ``families`` (Table-1 cells of ``source``)
-    against ``reference`` (``mode`` best | mean), computed by :mod:`oscrepro.papers.fsn.copy_depth_eval`.
+def copy_depth_runs(name: str, source: str, reference: dict[str, Any], families: list[dict[str, Any]],
+                    overrides: list[str] | None = None, **_: Any) -> RunNeeds:
+    """The Table-1 cells Tables 4 / 5 read: the reference row and each family's row. ``overrides``: the extra
+    overrides of a variant build of ``source`` (e.g. ``+lr_schedule=cosine``): the margins are then those of the
+    variant's models."""
+    over = tuple(overrides or ())
+    cells = {"__ref__": SourceCell(source, reference["row"], reference.get("column"), overrides=over)}
+    cells.update({f["name"]: SourceCell(source, f["row"], f.get("column"), overrides=over) for f in families})
+    return RunNeeds(name, cells)
 
-    ``overrides``: the extra overrides of a variant build of ``source`` (e.g. ``+lr_schedule=cosine``): the
-    margins are then those of the variant's models."""
+
+@reads_runs(copy_depth_runs)
+def fsn_copy_depth(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, name: str, source: str,
+                   reference: dict[str, Any], families: list[dict[str, Any]], paper: dict[str, Any],
+                   n_standard: int = 1024, n_enriched: int = 192, n_resamples: int = 4000, seed: int = 0,
+                   cap: int = 32, batch_size: int = 64, device: str = "auto", figures: dict[str, Any] | None = None
+                   ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    """fsn Tables 4 / 5 (App. C): per-seed copy-depth margins of ``families`` (Table-1 cells of ``source``,
+    :func:`copy_depth_runs`) against ``reference`` (``mode`` best | mean), computed by
+    :mod:`oscrepro.papers.fsn.copy_depth_eval`."""
     from oscrepro.papers.fsn.copy_depth import per_depth_curve, plot_bin_margins, plot_depth_curves, table_rows
     from oscrepro.papers.fsn.copy_depth_eval import best_epoch, copy_depth_battery
 
-    cells = {"__ref__": (reference["row"], reference.get("column"))}
-    cells.update({f["name"]: (f["row"], f.get("column")) for f in families})
-    runs, notes = source_runs(name, source, budget, cells, results_dir, train_missing, overrides=overrides)
+    notes = list(runs.notes)
     fam_runs = {f["name"]: [p for p in runs[f["name"]] if f.get("seeds") is None or _seed(p) in f["seeds"]]
                 for f in families}
     fam_runs = {k: v for k, v in fam_runs.items() if v}
@@ -185,6 +195,11 @@ def fsn_copy_depth(out_dir: Path, budget: str, results_dir: Path, name: str, sou
     return columns, rows, notes
 
 
+MARGIN_CI = "{:+.4f} [{:+.4f}, {:+.4f}]"  # a margin and its 95 % interval
+MARGIN_RANGE = "{:+.4f} (range {:.4f})"  # a seed mean and the seeds' range
+TOKENS = "{:,}"  # a token count
+
+
 def depth_curves_paper(key: str, budget: str, paper: dict[str, Any], families: list[str]) -> dict[str, Any]:
     """The per-depth figure's paper values for ``families`` (Table 4's bin seed means from the spec's
     ``analysis.paper``; the depths §4.3 quotes from ``figure.paper.depth_points``) and its caption."""
@@ -198,32 +213,37 @@ def depth_curves_paper(key: str, budget: str, paper: dict[str, Any], families: l
             "caption": paper_caption(spec, budget, "curves")}
 
 
-def _margin_text(r: dict[str, Any], i: int) -> str:
+def _margin_text(r: dict[str, Any], i: int) -> Num | str:
     if r["row"] == "count":
-        return f"{int(r['cells'][i]):,}"
+        return Num(int(r["cells"][i]), TOKENS)
     v = r["cells"][i]
     if not math.isfinite(v):
         return "— (no tokens)"
     if "ci" in r:
-        lo, hi = r["ci"][i]
-        return f"{v:+.4f} [{lo:+.4f}, {hi:+.4f}]"
-    return f"{v:+.4f} (range {r['range'][i]:.4f})"
+        return Num(v, MARGIN_CI, tuple(r["ci"][i]))
+    return Num(v, MARGIN_RANGE, (r["range"][i],))
 
 
-def _paper_margin(p: Any, i: int, tokens: bool) -> str:
+def _paper_margin(p: Any, i: int, tokens: bool) -> Num | str:
     if p is None:
-        return "—"
+        return MISSING
     if tokens:
-        return f"{int(p[i]):,}"
+        return Num(int(p[i]), TOKENS)
     if "ci" in p:
-        return f"{p['mean'][i]:+.4f} [{p['ci'][i][0]:+.4f}, {p['ci'][i][1]:+.4f}]"
-    return f"{p['mean'][i]:+.4f}" + (f" (range {p['range'][i]:.4f})" if "range" in p else "")
+        return Num(p["mean"][i], MARGIN_CI, tuple(p["ci"][i]))
+    return Num(p["mean"][i], MARGIN_RANGE, (p["range"][i],)) if "range" in p else Num(p["mean"][i], "{:+.4f}")
 
 
 # ---------------------------------------------------------------------------------------------- Figure 2
-def fsn_figure2(out_dir: Path, budget: str, results_dir: Path, source: str, row: str, seed: int = 0,
-                column: str | None = None, gate_windows: int = 8, train_missing: bool = False,
-                paper: list[str] | None = None) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+def figure2_runs(source: str, row: str, column: str | None = None, **_: Any) -> RunNeeds:
+    """The Table-1 cell Figure 2 reads (one FSN model)."""
+    return RunNeeds("fsn/fig2", {"fsn": SourceCell(source, row, column)})
+
+
+@reads_runs(figure2_runs)
+def fsn_figure2(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, source: str, row: str,
+                seed: int = 0, column: str | None = None, gate_windows: int = 8, paper: list[str] | None = None
+                ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """fsn Figure 2 (§4.4): per-layer coupling functions and harmonic magnitudes read from a trained FSN."""
     import torch
 
@@ -234,7 +254,7 @@ def fsn_figure2(out_dir: Path, budget: str, results_dir: Path, source: str, row:
         value_gate_negative_fraction,
     )
 
-    runs, notes = source_runs("fsn/fig2", source, budget, {"fsn": (row, column)}, results_dir, train_missing)
+    notes = list(runs.notes)
     picked = [p for p in runs["fsn"] if _seed(p) == seed]
     if not picked:
         raise MissingRunsError(f"fsn/fig2: {row} has no finished seed {seed} at budget={budget}")

@@ -6,8 +6,9 @@ over the transformer's total wall-clock, against the mean transformer and agains
 per-epoch slowdown; Figure 3 plots the validation curves against cumulative wall-clock.
 
 It is its own module because this protocol (per-epoch curves, crossing times, ratios) shares nothing with the other
-fsn analyses but the run lookup: the ladder's runs are located with :func:`oscrepro.tables.runs.source_runs`,
-which also raises :class:`~oscrepro.tables.runs.MissingRunsError` when they are not there.
+fsn analyses but the run lookup: the ladder's cells are declared (:func:`table2_runs`) and the engine locates,
+trains and passes them (:mod:`oscrepro.tables.sources`); it raises :class:`~oscrepro.tables.runs.MissingRunsError`
+when they are not there and may not be trained.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from oscrepro.analysis.figures import save_figure
-from oscrepro.tables.runs import source_runs
+from oscrepro.tables.sources import RunNeeds, SourceCell, SourceRuns, reads_runs
+from oscrepro.tables.values import MISSING, Num
 
 
 # ----------------------------------------------------------------------------------- Table 2: wall-clock
@@ -119,23 +121,35 @@ def plot_figure3(panels: list[tuple[str, list[Curve], list[Curve], dict[str, Any
 
 
 # ------------------------------------------------------------------------------------------------ Table 2
-def _ratio_text(r: dict[str, float]) -> str:
+RATIO = "{:.2f}× [{:.2f}, {:.2f}]"  # a median ratio and its [min, max] over seeds
+
+
+def _ratio_text(r: dict[str, float]) -> Num | str:
     if r["n_reached"] == 0:
         return f"not reached (0/{r['n']})"
     if r["n_reached"] < r["n"]:
-        return f"{r['n'] - r['n_reached']} of {r['n']} not reached; reached [{r['min']:.2f}, {r['max']:.2f}]"
-    return f"{r['median']:.2f}× [{r['min']:.2f}, {r['max']:.2f}]"
+        return Num(r["n"] - r["n_reached"], "{} of {} not reached; reached [{:.2f}, {:.2f}]",
+                   (r["n"], r["min"], r["max"]))
+    return Num(r["median"], RATIO, (r["min"], r["max"]))
 
 
-def fsn_table2(out_dir: Path, budget: str, results_dir: Path, source: str, rungs: list[dict[str, Any]], fsn_column: str,
-               transformer_column: str, metric: str = "val/bpc", time_column: str | None = None,
-               train_missing: bool = False) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+def table2_runs(source: str, rungs: list[dict[str, Any]], fsn_column: str, transformer_column: str, **_: Any
+                ) -> RunNeeds:
+    """The ladder cells Table 2 reads: each rung's FSN and transformer (metrics and history only: no weights)."""
+    cells = {f"{r['row']}|fsn": SourceCell(source, r["row"], fsn_column, checkpoints=False) for r in rungs}
+    cells.update({f"{r['row']}|xf": SourceCell(source, r["row"], transformer_column, checkpoints=False)
+                  for r in rungs})
+    return RunNeeds("fsn/table2", cells)
+
+
+@reads_runs(table2_runs)
+def fsn_table2(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, source: str,
+               rungs: list[dict[str, Any]], fsn_column: str, transformer_column: str, metric: str = "val/bpc",
+               time_column: str | None = None) -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """fsn Table 2 (§4.6): wall-clock for each FSN seed to reach the transformer's final validation loss, per rung
-    of ``source`` (the ladder); also writes Figure 3 (``fig3.png``). Protocol: :func:`crossing_ratios`."""
-    cells = {f"{r['row']}|fsn": (r["row"], fsn_column) for r in rungs}
-    cells.update({f"{r['row']}|xf": (r["row"], transformer_column) for r in rungs})
-    runs, notes = source_runs("fsn/table2", source, budget, cells, results_dir, train_missing,
-                              checkpoints=False)  # metrics and history only
+    of ``source`` (the ladder, :func:`table2_runs`); also writes Figure 3 (``fig3.png``). Protocol:
+    :func:`crossing_ratios`."""
+    notes = list(runs.notes)
     rows, panels = [], []
     for rung in rungs:
         fsn = [read_curve(p, metric, time_column) for p in runs[f"{rung['row']}|fsn"]]
@@ -145,17 +159,17 @@ def fsn_table2(out_dir: Path, budget: str, results_dir: Path, source: str, rungs
                "seeds (paper)": paper.get("seeds", "—")}
         if fsn and xf:
             res = crossing_ratios(fsn, xf)
-            row.update({"per-epoch slowdown (ours)": f"{res['slowdown']:.2f}×",
+            row.update({"per-epoch slowdown (ours)": Num(res["slowdown"], "{:.2f}×"),
                         "per-epoch slowdown (paper)": _paper_x(paper.get("slowdown")),
                         "vs mean transf. (ours)": _ratio_text(res["vs_mean"]),
                         "vs mean transf. (paper)": _paper_x(paper.get("vs_mean")),
                         "vs lowest-loss transf. (ours)": _ratio_text(res["vs_lowest"]),
                         "vs lowest-loss transf. (paper)": _paper_x(paper.get("vs_lowest")),
-                        f"target {metric} (mean XF final)": f"{res['target_mean']:.4f}"})
+                        f"target {metric} (mean XF final)": Num(res["target_mean"], "{:.4f}")})
             panels.append((rung["row"], fsn, xf, res))
         rows.append(row)
     columns = list(dict.fromkeys(k for r in rows for k in r))
-    rows = [{c: r.get(c, "—") for c in columns} for r in rows]
+    rows = [{c: r.get(c, MISSING) for c in columns} for r in rows]
     if panels:
         from oscrepro.analysis.figures import spec_caption
         from oscrepro.tables.spec import load_spec
@@ -176,9 +190,9 @@ def fsn_table2(out_dir: Path, budget: str, results_dir: Path, source: str, rungs
     return columns, rows, notes
 
 
-def _paper_x(value: Any) -> str:
+def _paper_x(value: Any) -> Num | str:
     if value is None:
-        return "—"
+        return MISSING
     if isinstance(value, (list, tuple)):
-        return f"{value[0]:.2f}× [{value[1]:.2f}, {value[2]:.2f}]" if len(value) == 3 else f"{value[0]:.2f}×"
-    return f"{float(value):.2f}×"
+        return Num(value[0], RATIO, (value[1], value[2])) if len(value) == 3 else Num(value[0], "{:.2f}×")
+    return Num(float(value), "{:.2f}×")

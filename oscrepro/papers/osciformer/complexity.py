@@ -44,6 +44,7 @@ from torch import nn
 from oscrepro.bench.harness import _fwd, _fwd_bwd, attention_factory, measure_alternating, peak_memory_mb
 from oscrepro.papers.osciformer.kernel_bench import _Timed, xor_times
 from oscrepro.tables.run_helpers import num_threads
+from oscrepro.tables.values import Num
 
 AXES = ("seq_len", "d_model", "n_modes")  # the three sweeps, in table order
 SYMBOL = {"seq_len": "N", "d_model": "d", "n_modes": "J"}
@@ -131,11 +132,11 @@ def measure(cells: list[tuple[str, dict[str, int]]], batch: int, n_heads: int, w
     return meas
 
 
-def _ratio(r: float) -> str:
-    """A ratio below 1 as '1/x' (Sec. 5.4 writes 1/640), else as 'x'."""
+def _ratio(r: float) -> Num:
+    """A ratio below 1 shown as '1/x' (Sec. 5.4 writes 1/640), else as 'x'."""
     if r >= 1:
-        return f"{r:.2f}"
-    return f"1/{1 / r:.0f}" if r <= 0.1 else f"1/{1 / r:.1f}"
+        return Num(r, "{:.2f}")
+    return Num(1 / r, "1/{:.0f}" if r <= 0.1 else "1/{:.1f}")
 
 
 def exponents(cells: list[tuple[str, dict[str, int]]], meas: dict[tuple[int, ...], dict[str, float]]
@@ -168,7 +169,7 @@ def osciformer_sec5_complexity(out_dir: Path, budget: str, results_dir: Path, na
     for axis, cell in cells:
         m = meas[_key(cell)]
         rows.append({"Sweep": SYMBOL[axis], "N": cell["seq_len"], "d": cell["d_model"], "J": cell["n_modes"],
-                     **{f"{LAYERS[lay]} {q}": f"{m[f'{lay} {q}']:.{1 if 'ms' in q else 2}f}"
+                     **{f"{LAYERS[lay]} {q}": Num(m[f"{lay} {q}"], "{:.1f}" if "ms" in q else "{:.2f}")
                         for lay in LAYERS for q in QUANTITIES},
                      "f+b cf/num": _ratio(m["cf f+b ms"] / m["num f+b ms"]),
                      "fwd cf/num": _ratio(m["cf fwd ms"] / m["num fwd ms"]),

@@ -33,8 +33,9 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from oscrepro.tables.run_helpers import attention_modules, num_threads
-from oscrepro.tables.runs import MissingRunsError, load_run, source_runs
-from oscrepro.tables.values import SeedStat
+from oscrepro.tables.runs import MissingRunsError, load_run
+from oscrepro.tables.sources import RunNeeds, SourceCell, SourceRuns, reads_runs
+from oscrepro.tables.values import MISSING, Num, SeedStat
 
 ROLES = ("k", "v")  # key and value oscillators (Sec. 6)
 
@@ -85,17 +86,21 @@ def learned_damping(model: nn.Module) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(zetas), np.concatenate(omegas)
 
 
-def variant_stats(name: str, budget: str, results_dir: Path, variants: list[dict[str, Any]], eps: float,
-                  train_missing: bool) -> tuple[dict[str, list[DampingStats]], dict[str, list[Path]], list[str]]:
-    """Per variant (``{label, source, row[, column]}``), the damping statistics of every finished seed."""
+def damping_runs(name: str, variants: list[dict[str, Any]], **_: Any) -> RunNeeds:
+    """The cells Tables 10 and 11 read: one per variant (``{label, source, row[, column]}``)."""
+    return RunNeeds(name, {v["label"]: SourceCell(v["source"], v["row"], v.get("column")) for v in variants})
+
+
+def variant_stats(name: str, budget: str, found_runs: SourceRuns, variants: list[dict[str, Any]], eps: float
+                  ) -> tuple[dict[str, list[DampingStats]], dict[str, list[Path]], list[str]]:
+    """Per variant (``{label, source, row[, column]}``), the damping statistics of every finished seed
+    (``found_runs``: the engine's runs of :func:`damping_runs`)."""
     out: dict[str, list[DampingStats]] = {}
     runs: dict[str, list[Path]] = {}
-    notes: list[str] = []
+    notes: list[str] = list(found_runs.notes)
     for v in variants:
         label = v["label"]
-        found, more = source_runs(name, v["source"], budget, {label: (v["row"], v.get("column"))}, results_dir,
-                                  train_missing)
-        notes += more
+        found = found_runs.runs
         runs[label] = found[label]
         if not found[label]:
             raise MissingRunsError(f"{name}: {label} has no finished run at budget={budget} (all diverged?)")
@@ -111,7 +116,7 @@ def variant_stats(name: str, budget: str, results_dir: Path, variants: list[dict
 def _ours(stats: list[DampingStats], attr: str, digits: int) -> SeedStat | str:
     """The statistic over seeds ('mean ± std' in the .md, numbers in the csv); "—" where no run has it."""
     values = [getattr(s, attr) for s in stats]
-    return "—" if all(np.isnan(values)) else SeedStat.of(values, digits)
+    return MISSING if all(np.isnan(values)) else SeedStat.of(values, digits)
 
 
 def _protocol(stats: dict[str, list[DampingStats]], runs: dict[str, list[Path]], eps: float) -> str:
@@ -122,37 +127,40 @@ def _protocol(stats: dict[str, list[DampingStats]], runs: dict[str, list[Path]],
             f"Runs: {per}.")
 
 
-def osciformer_table10(out_dir: Path, budget: str, results_dir: Path, name: str, variants: list[dict[str, Any]],
-                       paper: dict[str, dict[str, float]], eps: float = 0.05, train_missing: bool = False
+@reads_runs(damping_runs)
+def osciformer_table10(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, name: str,
+                       variants: list[dict[str, Any]], paper: dict[str, dict[str, float]], eps: float = 0.05
                        ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """osciformer Table 10: regime shares and medians per dataset, ours (trained here) then the paper's rows."""
-    stats, runs, notes = variant_stats(name, budget, results_dir, variants, eps, train_missing)
+    stats, runs_of, notes = variant_stats(name, budget, runs, variants, eps)
     columns = ["Dataset", "Values", "UD%", "NearCrit%", "OD%", "median ζ", "median ω_d (UD)"]
     rows = [{"Dataset": label, "Values": f"ours ({len(ss)} seed{'s' * (len(ss) > 1)})",
              "UD%": _ours(ss, "ud_pct", 2), "NearCrit%": _ours(ss, "near_pct", 2), "OD%": _ours(ss, "od_pct", 2),
              "median ζ": _ours(ss, "median_zeta", 3), "median ω_d (UD)": _ours(ss, "median_omega_d", 3)}
             for label, ss in stats.items()]
-    rows += [{"Dataset": ds, "Values": "paper", "UD%": f"{p['ud']:.2f}", "NearCrit%": f"{p['near']:.2f}",
-              "OD%": f"{p['od']:.2f}", "median ζ": f"{p['median_zeta']:.3f}",
-              "median ω_d (UD)": f"{p['median_omega_d']:.3f}"} for ds, p in paper.items()]
-    notes.append(_protocol(stats, runs, eps))
+    rows += [{"Dataset": ds, "Values": "paper", "UD%": Num(p["ud"], "{:.2f}"), "NearCrit%": Num(p["near"], "{:.2f}"),
+              "OD%": Num(p["od"], "{:.2f}"), "median ζ": Num(p["median_zeta"], "{:.3f}"),
+              "median ω_d (UD)": Num(p["median_omega_d"], "{:.3f}")} for ds, p in paper.items()]
+    notes.append(_protocol(stats, runs_of, eps))
     notes.append("**Datasets:** the paper's rows are its event-sequence sets (Table 1), none of which is on this "
                  "machine; ours are the sets trained here, so the rows compare the shape of the distribution only.")
     return columns, rows, notes
 
 
-def osciformer_table11(out_dir: Path, budget: str, results_dir: Path, name: str, variants: list[dict[str, Any]],
-                       paper: dict[str, dict[str, float]], eps: float = 0.05, train_missing: bool = False
+@reads_runs(damping_runs)
+def osciformer_table11(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, name: str,
+                       variants: list[dict[str, Any]], paper: dict[str, dict[str, float]], eps: float = 0.05
                        ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """osciformer Table 11: the overdamped tail P(zeta >= 1.05), P(zeta >= 1.10) and the median zeta."""
-    stats, runs, notes = variant_stats(name, budget, results_dir, variants, eps, train_missing)
+    stats, runs_of, notes = variant_stats(name, budget, runs, variants, eps)
     columns = ["Dataset", "Values", "P(ζ ≥ 1.05)", "P(ζ ≥ 1.10)", "median ζ"]
     rows = [{"Dataset": label, "Values": f"ours ({len(ss)} seed{'s' * (len(ss) > 1)})",
              "P(ζ ≥ 1.05)": _ours(ss, "p_105", 4), "P(ζ ≥ 1.10)": _ours(ss, "p_110", 4),
              "median ζ": _ours(ss, "median_zeta", 4)} for label, ss in stats.items()]
-    rows += [{"Dataset": ds, "Values": "paper", "P(ζ ≥ 1.05)": f"{p['p_105']:.4f}",
-              "P(ζ ≥ 1.10)": f"{p['p_110']:.4f}", "median ζ": f"{p['median_zeta']:.4f}"} for ds, p in paper.items()]
-    notes.append(_protocol(stats, runs, eps))
+    rows += [{"Dataset": ds, "Values": "paper", "P(ζ ≥ 1.05)": Num(p["p_105"], "{:.4f}"),
+              "P(ζ ≥ 1.10)": Num(p["p_110"], "{:.4f}"), "median ζ": Num(p["median_zeta"], "{:.4f}")}
+             for ds, p in paper.items()]
+    notes.append(_protocol(stats, runs_of, eps))
     notes.append("**Median ζ:** the paper's column is \"median ζ (after)\", undefined there; ours is the median of "
                  "the trained ζ over all channels (Table 10's). The paper's rows are its event-sequence sets.")
     return columns, rows, notes

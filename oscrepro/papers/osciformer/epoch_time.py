@@ -23,6 +23,7 @@ import numpy as np
 
 from oscrepro.bench.epoch_ratio import measure, table_mechanisms
 from oscrepro.tables.run_helpers import num_threads
+from oscrepro.tables.values import Num
 
 MECHANISM_ROWS = "osciformer/table4"  # the mechanisms (overrides, labels) are Table 4's rows, as its epoch time's
 
@@ -58,9 +59,9 @@ def osciformer_fig2_time(out_dir: Path, budget: str, results_dir: Path, name: st
         rows = epoch_times(experiment, budget, lengths, mechanisms, overrides, epoch_examples, steps, warmup, repeats)
     ref = {r["L"]: r["s/step"] for r in rows if r["mechanism"] == reference}
     columns = ["L", "Mechanism", "Batch", "s/step", "Epoch (s)", f"x {labels[reference]}"]
-    out = [{"L": r["L"], "Mechanism": labels[r["mechanism"]], "Batch": r["batch"], "s/step": f"{r['s/step']:.4f}",
-            "Epoch (s)": f"{r['epoch s']:.1f}", f"x {labels[reference]}": f"{r['s/step'] / ref[r['L']]:.2f}"}
-           for r in rows]
+    out = [{"L": r["L"], "Mechanism": labels[r["mechanism"]], "Batch": r["batch"],
+            "s/step": Num(r["s/step"], "{:.4f}"), "Epoch (s)": Num(r["epoch s"], "{:.1f}"),
+            f"x {labels[reference]}": Num(r["s/step"] / ref[r["L"]], "{:.2f}")} for r in rows]
     png = plot_epoch_time(rows, Path(out_dir) / figure, f"{name}, budget={budget}", **_figure_paper(name, budget))
     notes = [
         f"**Protocol:** `{experiment}` with {' '.join(overrides)} for L in {lengths}: bare training step (forward, "

@@ -1,10 +1,11 @@
 """osciformer Figures 5-6 (App. E.3): forecasting y(7) with resonance attention; errors, attention map, learned keys.
 
-The runs are this figure's own: ``conf/experiment/osciformer/forecast.yaml`` + ``seed`` (trained when missing,
-:func:`~oscrepro.papers.osciformer.resonance_figs.collect`). Every seed's model is rebuilt from its record
-(``load_run``) on the same data module (the data seed is fixed, ``data.seed``), and evaluated on the whole validation
-split: MSE, RMSE and Pearson's r of y^ against y_target, beside the constant predictor y^ = mean of the training
-targets (its validation MSE) and std(y_target) over the validation split (population std), as App. E.3 reports them.
+The runs are this figure's own: ``conf/experiment/osciformer/forecast.yaml`` + ``seed`` (declared by
+:func:`~oscrepro.papers.osciformer.resonance_figs.own_runs`, trained by the engine when missing). Every seed's
+model is rebuilt from its record (``load_run``) on the same data module (the data seed is fixed, ``data.seed``), and
+evaluated on the whole validation split: MSE, RMSE and Pearson's r of y^ against y_target, beside the constant
+predictor y^ = mean of the training targets (its validation MSE) and std(y_target) over the validation split
+(population std), as App. E.3 reports them.
 
 * Figure 5: alpha_i(omega, phi) of a representative key i (seed 0): the probe is a clean unit signal
   cos(omega t + phi) observed on a regular grid t = g, 2g, ... < t_obs (g = the data's mean gap, t_obs its last
@@ -33,12 +34,13 @@ from omegaconf import OmegaConf
 
 from oscrepro.analysis.figures import figure_notes, paper_caption
 from oscrepro.data.resonance import forecast_amplitudes
-from oscrepro.papers.osciformer.resonance_figs import collect
+from oscrepro.papers.osciformer.resonance_figs import collect, own_runs
 from oscrepro.runs.record import RunRecord
 from oscrepro.tables.recover import recovered_note
 from oscrepro.tables.runs import load_run
+from oscrepro.tables.sources import SourceRuns, reads_runs
 from oscrepro.tables.spec import load_spec
-from oscrepro.tables.values import SeedStat
+from oscrepro.tables.values import MISSING, Num, SeedStat
 
 # (row label, key in the spec's ``paper`` mapping)
 QUANTITIES = (("validation MSE", "val_mse"), ("validation RMSE", "val_rmse"), ("corr(ŷ, y_target)", "corr"),
@@ -87,10 +89,10 @@ def replay_amplitudes(dm: Any, split_index: int, y: np.ndarray) -> np.ndarray:
     return amp
 
 
-def osciformer_fig5_forecast(out_dir: Path, budget: str, results_dir: Path, name: str, experiment: str,
-                             seeds: int = 3, n_omega: int = 91, n_phase: int = 36,
+@reads_runs(own_runs)
+def osciformer_fig5_forecast(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, name: str,
+                             experiment: str, seeds: int = 3, n_omega: int = 91, n_phase: int = 36,
                              omega_range: tuple[float, float] = (1.0, 10.0), example_index: int = 0,
-                             train_missing: bool = False, launcher: str = "inprocess", workers: int | None = None,
                              figures: tuple[str, str] = ("fig5_forecast.png", "fig6_forecast.png"),
                              paper: dict[str, Any] | None = None
                              ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
@@ -98,7 +100,7 @@ def osciformer_fig5_forecast(out_dir: Path, budget: str, results_dir: Path, name
     from oscrepro.train import build  # the exact construction (seed, data, model) of a run
 
     paper = paper or {}
-    runs, notes = collect(name, budget, Path(results_dir), experiment, seeds, train_missing, launcher, workers)
+    runs, notes = collect(name, budget, runs)
     cfg = OmegaConf.load(runs[0] / "config.yaml")
     dm, init_model, _ = build(cfg)  # seed 0's random initialisation, and the (shared) data module
     train_mean = float(dm.splits["train"].arrays.y.mean())
@@ -120,8 +122,8 @@ def osciformer_fig5_forecast(out_dir: Path, budget: str, results_dir: Path, name
     for label, key in QUANTITIES:
         vals = [s[key] for s in scores]
         digits = 1 if key == "reduction_pct" else 3
-        ref = "—" if paper.get(key) is None else f"≈ {float(paper[key]):.{min(digits, 2)}f}"
-        rows.append({"Quantity": label, **{c: f"{v:.{digits}f}" for c, v in zip(seed_cols, vals, strict=True)},
+        ref = MISSING if paper.get(key) is None else Num(float(paper[key]), f"≈ {{:.{min(digits, 2)}f}}")
+        rows.append({"Quantity": label, **{c: Num(v, f"{{:.{digits}f}}") for c, v in zip(seed_cols, vals, strict=True)},
                      "Ours (mean ± std)": SeedStat.of(vals, digits, show_n=True), "Paper": ref})
 
     # figures from seed 0's model

@@ -41,11 +41,11 @@ from oscrepro.data.base import model_dims
 from oscrepro.runs.compose import path_override
 from oscrepro.runs.lookup import RunRequest
 from oscrepro.runs.record import RunRecord
-from oscrepro.tables.launch import finished_runs
 from oscrepro.tables.recover import recovered_note
 from oscrepro.tables.runs import MissingRunsError, load_run
+from oscrepro.tables.sources import OwnRuns, RunNeeds, SourceRuns, reads_runs
 from oscrepro.tables.spec import load_spec
-from oscrepro.tables.values import SeedStat
+from oscrepro.tables.values import MISSING, SeedStat
 
 
 def transfer_magnitude(omega: np.ndarray, omega0: float, gamma: float) -> np.ndarray:
@@ -98,32 +98,36 @@ def _requests(name: str, budget: str, results_dir: Path, experiment: str, seeds:
     return [RunRequest.compose([*base, f"seed={s}"]) for s in range(seeds)]
 
 
-def collect(name: str, budget: str, results_dir: Path, experiment: str, seeds: int, train_missing: bool,
-            launcher: str, workers: int | None) -> tuple[list[Path], list[str]]:
-    """Finished-ok run dirs (seed order); trains the missing ones with ``train_missing``, else raises
-    :class:`MissingRunsError` naming the command. Diverged runs are left out with a note."""
+def own_runs(name: str, budget: str, results_dir: Path, experiment: str, seeds: int = 1, **_: Any) -> RunNeeds:
+    """The figure's own runs (seeds 0..seeds-1 of ``experiment``; no other table trains them), declared for the
+    engine, which trains the missing ones; the command in a missing run's message trains them outside a build."""
     reqs = _requests(name, budget, results_dir, experiment, seeds)
     command = (f"  python -m oscrepro.train -m experiment={experiment} budget={budget} "
                f"seed={','.join(map(str, range(seeds)))} paths.results_dir={results_dir}")
-    dirs, diverged = finished_runs(name, budget, reqs, train_missing, launcher, workers, command)
-    runs = [d for d in dirs if d is not None]
-    notes = [f"**Excluded:** seed {r.cfg.seed} diverged ({r.run_dir})." for r in diverged]
+    return RunNeeds(name, own=OwnRuns({"runs": reqs}, command, excluded="**Excluded:** seed {seed} diverged "
+                                                                           "({run_dir})."))
+
+
+def collect(name: str, budget: str, found: SourceRuns) -> tuple[list[Path], list[str]]:
+    """Finished-ok run dirs (seed order) of :func:`own_runs`, as the engine resolved them (diverged runs left out
+    with a note); :class:`MissingRunsError` when every run diverged."""
+    runs = list(found["runs"])
     if not runs:
         raise MissingRunsError(f"{name}: no finished run at budget={budget} (all diverged)")
-    return runs, notes
+    return runs, list(found.notes)
 
 
-def osciformer_fig3_resonance(out_dir: Path, budget: str, results_dir: Path, name: str, experiment: str,
-                              seeds: int = 1, n_val: int = 2048, n_omega: int = 81, n_phase: int = 24,
-                              n_keys: int = 8, train_missing: bool = False, launcher: str = "inprocess",
-                              workers: int | None = None, figures: tuple[str, str] = ("fig3_resonance.png",
-                                                                                      "fig4_resonance.png"),
+@reads_runs(own_runs)
+def osciformer_fig3_resonance(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, name: str,
+                              experiment: str, seeds: int = 1, n_val: int = 2048, n_omega: int = 81,
+                              n_phase: int = 24, n_keys: int = 8,
+                              figures: tuple[str, str] = ("fig3_resonance.png", "fig4_resonance.png"),
                               paper: dict[str, Any] | None = None
                               ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """osciformer Figures 3-4: test accuracy and per-key resonance numbers, and the two figures."""
     from oscrepro.train import build  # the exact construction (seed, data, model) of a run
 
-    runs, notes = collect(name, budget, Path(results_dir), experiment, seeds, train_missing, launcher, workers)
+    runs, notes = collect(name, budget, runs)
     accs = [100 * float(RunRecord(p).metrics()["test/acc"]) for p in runs]
     hist = read_history(runs[0] / "history.csv")
     cfg = OmegaConf.load(runs[0] / "config.yaml")
@@ -161,16 +165,17 @@ def osciformer_fig3_resonance(out_dir: Path, budget: str, results_dir: Path, nam
                "query weight", "Paper"]
     rows = [{"Row": f"model ({len(runs)} seed{'s' * (len(runs) > 1)})",
              "Test acc. (%)": SeedStat.of(accs, 2, show_n=True),
-             "ω₀ (rad/s)": "—", "γ": "—", "argmax_ω α_max (rad/s)": "—", "corr(|H|, α_max)": "—",
-             "query weight": "—", "Paper": "no number (App. E.2 shows curves only)"}]
-    rows += [{"Row": f"key channel {c}", "Test acc. (%)": "—", "ω₀ (rad/s)": f"{params['omega_k'][c]:.3f}",
-              "γ": f"{params['gamma_k'][c]:.3f}", "argmax_ω α_max (rad/s)": f"{omegas[a_max[:, c].argmax()]:.2f}",
-              "corr(|H|, α_max)": f"{corr[c]:+.3f}", "query weight": f"{q_norm[c]:.3f}", "Paper": "figure only"}
+             "ω₀ (rad/s)": None, "γ": None, "argmax_ω α_max (rad/s)": None, "corr(|H|, α_max)": None,
+             "query weight": None, "Paper": "no number (App. E.2 shows curves only)"}]
+    # numbers; the spec's ``formats`` give their digits (None: "—")
+    rows += [{"Row": f"key channel {c}", "Test acc. (%)": MISSING, "ω₀ (rad/s)": float(params["omega_k"][c]),
+              "γ": float(params["gamma_k"][c]), "argmax_ω α_max (rad/s)": float(omegas[a_max[:, c].argmax()]),
+              "corr(|H|, α_max)": float(corr[c]), "query weight": float(q_norm[c]), "Paper": "figure only"}
              for c in shown]
-    rows.append({"Row": f"all {d} key channels (median)", "Test acc. (%)": "—",
-                 "ω₀ (rad/s)": f"{np.median(params['omega_k']):.3f}", "γ": f"{np.median(params['gamma_k']):.3f}",
-                 "argmax_ω α_max (rad/s)": "—", "corr(|H|, α_max)": f"{np.nanmedian(corr):+.3f}",
-                 "query weight": f"{np.median(q_norm):.3f}", "Paper": "figure only"})
+    rows.append({"Row": f"all {d} key channels (median)", "Test acc. (%)": MISSING,
+                 "ω₀ (rad/s)": float(np.median(params["omega_k"])), "γ": float(np.median(params["gamma_k"])),
+                 "argmax_ω α_max (rad/s)": None, "corr(|H|, α_max)": float(np.nanmedian(corr)),
+                 "query weight": float(np.median(q_norm)), "Paper": "figure only"})
     extras = figure_paper(name, budget)
     p3 = plot_fig3(hist, w_init, w_trained, Path(out_dir) / figures[0], f"{name}, budget={budget}",
                    n_classes=n_classes, **extras["fig3"])

@@ -26,8 +26,8 @@ import torch
 from oscrepro.analysis.figures import figure_notes, paper_caption
 from oscrepro.runs.compose import path_override
 from oscrepro.runs.lookup import RunRequest
-from oscrepro.tables.launch import finished_runs
 from oscrepro.tables.runs import load_run
+from oscrepro.tables.sources import OwnRuns, RunNeeds, SourceRuns, reads_runs
 from oscrepro.tables.spec import load_spec
 from oscrepro.tables.values import SeedStat
 from oscrepro.tasks.regression import MODEL_KEYS
@@ -88,33 +88,25 @@ def _train_commands(experiment: str, budget: str, results_dir: Path, mechanisms:
         f"paths.results_dir={results_dir}" for m in mechanisms)
 
 
-def collect(name: str, budget: str, results_dir: Path, experiment: str, mechanisms: list[dict[str, Any]],
-            seeds: int, train_missing: bool = False, launcher: str = "inprocess", workers: int | None = None
-            ) -> tuple[dict[tuple[str, str], list[Path]], list[str]]:
-    """Finished-ok run dirs per (mechanism, target); trains the missing ones with ``train_missing``, else raises
-    :class:`MissingRunsError` naming the commands that train them. Diverged runs are left out with a note."""
+def spiral_runs(name: str, budget: str, results_dir: Path, experiment: str, mechanisms: list[dict[str, Any]],
+                seeds: int, **_: Any) -> RunNeeds:
+    """The figure's own runs per (mechanism, target) (:func:`spiral_requests`), declared for the engine, which
+    trains the missing ones; a missing run's message names the Hydra multiruns that train them outside a build."""
     reqs = spiral_requests(name, budget, results_dir, experiment, mechanisms, seeds)
-    flat = [(key, r) for key, rs in reqs.items() for r in rs]
-    dirs, diverged = finished_runs(name, budget, [r for _, r in flat], train_missing, launcher, workers,
-                                   _train_commands(experiment, budget, results_dir, mechanisms, seeds), "spiral runs")
-    runs: dict[tuple[str, str], list[Path]] = {key: [] for key in reqs}
-    for (key, _), found in zip(flat, dirs, strict=True):
-        if found is not None:
-            runs[key].append(found)
-    key_of = {id(r): key for key, r in flat}
-    notes = [f"**Excluded:** {key_of[id(r)][0]} {key_of[id(r)][1]} seed {r.cfg.seed} diverged ({r.run_dir})."
-             for r in diverged]
-    return runs, notes
+    return RunNeeds(name, own=OwnRuns({f"{m} {t}": rs for (m, t), rs in reqs.items()},
+                                      _train_commands(experiment, budget, results_dir, mechanisms, seeds),
+                                      what="spiral runs"))
 
 
-def osciformer_fig2_spirals(out_dir: Path, budget: str, results_dir: Path, name: str, experiment: str,
-                            mechanisms: list[dict[str, Any]], seeds: int, n_examples: int = 3,
-                            train_missing: bool = False, launcher: str = "inprocess", workers: int | None = None,
+@reads_runs(spiral_runs)
+def osciformer_fig2_spirals(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, name: str,
+                            experiment: str, mechanisms: list[dict[str, Any]], seeds: int, n_examples: int = 3,
                             figure: str = "fig2_spirals.png", paper: dict[str, Any] | None = None
                             ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
-    """osciformer Figure 2c/2d: test RMSE (spiral units) per mechanism and target, and the trajectory figure."""
-    runs, notes = collect(name, budget, Path(results_dir), experiment, mechanisms, seeds, train_missing, launcher,
-                          workers)
+    """osciformer Figure 2c/2d: test RMSE (spiral units) per mechanism and target (the engine's runs of
+    :func:`spiral_runs`), and the trajectory figure."""
+    notes = list(runs.notes)
+    runs = {(m["label"], t): runs[f"{m['label']} {t}"] for m in mechanisms for t in TARGETS}
     rmse: dict[tuple[str, str], list[float]] = {}
     shown: dict[tuple[str, str], dict[str, np.ndarray]] = {}  # seed 0's predictions (first finished seed)
     units: tuple[np.ndarray, np.ndarray] | None = None

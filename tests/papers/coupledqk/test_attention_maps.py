@@ -23,6 +23,7 @@ from oscrepro.table import build_table
 from oscrepro.tables import runs as table_runs
 from oscrepro.tables import spec as table_spec
 from oscrepro.tables.runs import MissingRunsError
+from oscrepro.tables.sources import call_adapter
 from tests.helpers.shared_data import require_shared
 
 # Table 1's row labels and mechanism overrides; the runs read the shared OpenWebText sample (its smoke scale is
@@ -164,8 +165,9 @@ def test_fig3_builds_a_line_per_variant(results: Path) -> None:
 def test_missing_table1_runs_name_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     use_tiny_source(tmp_path, monkeypatch)
     spec = table_spec.load_spec("coupledqk/table12")
-    kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets")}
+    kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets", "train_missing")}
     with pytest.raises(MissingRunsError, match=r"python -m oscrepro\.table coupledqk/table1 --budget smoke"):
-        am.coupledqk_table12(out_dir=tmp_path / "out", budget="smoke", results_dir=tmp_path / "results", **kwargs)
-    assert not (tmp_path / "results" / "runs").exists()  # nothing trained: train_missing is false by default
+        call_adapter(am.coupledqk_table12, "coupledqk/table12", "smoke", tmp_path / "results", tmp_path / "out",
+                     train_missing=spec.analysis["train_missing"], **kwargs)
+    assert not (tmp_path / "results" / "runs").exists()  # nothing trained: the spec's train_missing is false
     assert np.isfinite(spec.analysis["paper"]["Standard"]["mean"])

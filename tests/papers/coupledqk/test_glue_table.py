@@ -5,6 +5,7 @@ Tiny Table-1 runs are trained at smoke in a temporary results dir (tests/papers/
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,9 @@ from omegaconf import OmegaConf
 from oscrepro.data import glue as glue_data
 from oscrepro.papers.coupledqk import glue
 from oscrepro.runs.lookup import find_record
+from oscrepro.tables.launch import resolve_launcher
 from oscrepro.tables.runs import MissingRunsError, cell_requests, source_runs
+from oscrepro.tables.sources import SourceRuns, call_adapter, gather_runs
 from oscrepro.tables.spec import SpecError, load_spec
 from tests.helpers.shared_data import require_shared
 from tests.papers.coupledqk.test_attention_maps import use_tiny_source
@@ -27,6 +30,20 @@ def _lm_run(row: str, results: Path, seed: int = 0) -> Path:
     found = find_record(req)
     assert found is not None
     return found
+
+
+def _lm_runs(results: Path, rows: list[str], train: bool) -> SourceRuns:
+    """Table 7's LM cells as the engine gathers them (training the missing ones with ``train``), without the
+    fine-tuning stage."""
+    needs = dataclasses.replace(glue.table7_runs(budget="smoke", results_dir=results, **{
+        k: v for k, v in SPEC.items() if k not in ("_target_", "budgets", "rows")}, rows=rows), then=None)
+    return gather_runs("coupledqk/table7", "smoke", needs, results, resolve_launcher("inprocess"), None, train, False)
+
+
+def _adapter_kwargs(**changes: object) -> dict:
+    """The spec's analysis kwargs without the engine's own keys (whether to train, which launcher)."""
+    kwargs = {k: v for k, v in SPEC.items() if k not in ("_target_", "budgets", "train_missing", "launcher", "workers")}
+    return {**kwargs, **changes}
 
 
 def test_mechanism_overrides_keep_only_the_attention_choice() -> None:
@@ -48,7 +65,7 @@ def test_finetuning_runs_point_at_their_pretrained_runs(tmp_path: Path, monkeypa
     results = tmp_path / "results"
     rows = SPEC["rows"]
     plan = glue.plan_finetuning("coupledqk/table7", "coupledqk/table1", "smoke", results, SPEC["experiment"], rows,
-                                [TASKS["SST-2"]], lm_seed=0, n_seeds=2, train_missing=True)
+                                [TASKS["SST-2"]], _lm_runs(results, rows, True), lm_seed=0, n_seeds=2)
     assert not plan.not_run and not plan.skipped
     for row in rows:
         lm = _lm_run(row, results)
@@ -64,26 +81,27 @@ def test_finetuning_runs_point_at_their_pretrained_runs(tmp_path: Path, monkeypa
     assert ham.integrator == "hamiltonian"  # the row's mechanism, not another coupled variant
     assert len(list((results / "runs" / "coupledqk" / "lm").glob("*/status.json"))) == 4  # LM seed 0 only
     mnli = glue.plan_finetuning("coupledqk/table7", "coupledqk/table1", "smoke", results, SPEC["experiment"],
-                                rows[:1], [TASKS["MNLI"]], n_seeds=1, train_missing=False)
+                                rows[:1], [TASKS["MNLI"]], _lm_runs(results, rows[:1], False), n_seeds=1)
     assert mnli.skipped or mnli.requests[(rows[0], "MNLI")][0].cfg.trainer.max_epochs == 3  # Sec. 3.4: 3 epochs
 
 
 def test_missing_pretrained_run_names_the_table1_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     use_tiny_source(tmp_path, monkeypatch)
     with pytest.raises(MissingRunsError, match=r"python -m oscrepro\.table coupledqk/table1 --budget smoke"):
-        glue.coupledqk_table7(out_dir=tmp_path / "out", budget="smoke", results_dir=tmp_path / "results",
-                              **{k: v for k, v in SPEC.items() if k not in ("_target_", "budgets")})
+        call_adapter(glue.coupledqk_table7, "coupledqk/table7", "smoke", tmp_path / "results", tmp_path / "out",
+                     train_missing=False, **_adapter_kwargs())
     assert not (tmp_path / "results" / "runs").exists()
 
 
 def test_a_mechanism_mismatch_is_refused_before_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     use_tiny_source(tmp_path, monkeypatch)
     results = tmp_path / "results"
-    source_runs("t", "coupledqk/table1", "smoke", {"s": ("Standard", None)}, results, True, seeds=[0])
+    found, notes = source_runs("t", "coupledqk/table1", "smoke", {"Standard": ("Standard", None)}, results, True,
+                               seeds=[0])
     monkeypatch.setattr(glue, "mechanism_overrides", lambda overrides: [])  # glue.yaml's default: coupled_qk
     with pytest.raises(SpecError, match="SoftmaxAttention"):
         glue.plan_finetuning("coupledqk/table7", "coupledqk/table1", "smoke", results, SPEC["experiment"],
-                             ["Standard"], [TASKS["SST-2"]], n_seeds=1)
+                             ["Standard"], [TASKS["SST-2"]], SourceRuns(found, notes), n_seeds=1)
 
 
 def test_table7_reports_a_task_without_data_and_renders_the_rest(tmp_path: Path,
@@ -95,19 +113,17 @@ def test_table7_reports_a_task_without_data_and_renders_the_rest(tmp_path: Path,
     monkeypatch.setattr(glue_data, "find_dataset",  # hermetic: MNLI absent even where a copy exists
                         lambda name, *a, **k: None if name == "glue_mnli" else found(name, *a, **k))
     rows = ["Standard", "Hamiltonian (coupled)"]
-    kwargs = {k: v for k, v in SPEC.items() if k not in ("_target_", "budgets", "rows", "n_seeds", "train_missing")}
-    columns, out, notes = glue.coupledqk_table7(out_dir=tmp_path / "out", budget="smoke",
-                                                results_dir=tmp_path / "results", rows=rows, n_seeds=1,
-                                                train_missing=True, **kwargs)
+    columns, out, notes = call_adapter(glue.coupledqk_table7, "coupledqk/table7", "smoke", tmp_path / "results",
+                                       tmp_path / "out", **_adapter_kwargs(rows=rows, n_seeds=1))
     assert columns[:2] == ["Attention", "LM run"] and "MNLI (ours)" in columns and "QNLI Δ" in columns
     assert [r["Attention"] for r in out] == rows
     for r in out:
         assert r["MNLI (ours)"].startswith("not run: no MNLI data here") and r["MNLI Δ"] == "—"
         assert str(r["SST-2 (ours)"]).endswith("(n=1)") and str(r["QNLI (ours)"]).endswith("(n=1)")
         assert r["SST-2 (ours)"].n == 1 and 0.0 <= r["SST-2 (ours)"].mean <= 100.0
-        assert r["SST-2 Δ"].startswith(("+", "-"))
+        assert str(r["SST-2 Δ"]).startswith(("+", "-"))
         assert r["LM run"].startswith("seed 0 (")
-    assert out[1]["SST-2 (paper)"] == "86.8 ± 0.5" and out[0]["MNLI (paper)"] == "72.9 ± 0.4"
+    assert str(out[1]["SST-2 (paper)"]) == "86.8 ± 0.5" and str(out[0]["MNLI (paper)"]) == "72.9 ± 0.4"
     text = "\n".join(notes)
     assert "**MNLI not run:** Dataset 'glue_mnli' not found." in text
     assert "**Data, QNLI:** (dev hold-out: NOT comparable to the paper's dev accuracy)" in text
