@@ -11,12 +11,21 @@ from __future__ import annotations
 import re
 import subprocess
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
-PAPERS = ("fqo", "osciformer", "coupledqk", "ssa", "fsn")  # shared/papers/README.md keys, in the papers' order
+from oscrepro.tables.spec import available_tables, load_spec
+
 CLAIMS = "CLAIMS.md"
 REPORT = "REPORT.md"
 PAGES_DIR = "report"  # results/report/<page>.html; the index is results/index.html
+
+
+@cache
+def papers() -> tuple[str, ...]:
+    """The paper keys, sorted: the paper of every table spec (``conf/table/<paper>/``), the leaderboard aside. Read
+    from the specs, so a sixth paper's tables get their page with no edit here."""
+    return tuple(sorted({load_spec(key).paper for key in available_tables()} - {"leaderboard"}))
 
 
 @dataclass
@@ -42,7 +51,7 @@ class Document:
     def budget(self) -> str | None:
         """The budget by the engine's layout: ``<paper>/<name>.md`` is paper, ``<paper>/<budget>/...`` that budget."""
         parts = self.path.parts
-        if parts[0] not in PAPERS + ("leaderboard",):
+        if parts[0] not in (*papers(), "leaderboard"):
             return None
         if len(parts) == 2:
             return "paper"
@@ -62,7 +71,7 @@ class Site:
     def pages(self) -> list[str]:
         """Page names in order: the papers, the leaderboard, the other tables."""
         have = {d.page for d in self.documents} | set(self.loose_figures) | set(self.reports)
-        return [p for p in (*PAPERS, "leaderboard", "other") if p in have]
+        return [p for p in (*papers(), "leaderboard", "other") if p in have]
 
     def on_page(self, page: str) -> list[Document]:
         return [d for d in self.documents if d.page == page]
@@ -86,7 +95,7 @@ def committed_files(results: Path) -> list[Path]:
 def page_of(path: Path) -> str:
     """The page a results-relative file belongs to."""
     top = path.parts[0] if len(path.parts) > 1 else path.stem
-    if top in PAPERS:
+    if top in papers():
         return top
     if top == "leaderboard":
         return "leaderboard"
