@@ -47,7 +47,7 @@ from oscrepro.data.paths import DatasetNotFoundError
 from oscrepro.runs import history
 from oscrepro.runs.finish import close_attempt, failed_closing, start_record, write_record
 from oscrepro.runs.loggers import run_loggers as _loggers
-from oscrepro.runs.record import MECHANISM_GROUP, RunRecord, unwritable_dir, with_mechanism
+from oscrepro.runs.record import MECHANISM_GROUP, RunRecord, current_targets, unwritable_dir, with_mechanism
 from oscrepro.runs.record import run_dir as run_dir_of
 from oscrepro.runs.resume import CheckpointOwnerError, RngStateCheckpoint, RunIdCheckpoint, check_owner
 from oscrepro.runs.sweep import Plan, outcome
@@ -131,8 +131,11 @@ def build(cfg: DictConfig, threads: int | None = None) -> Built:
     once (they are buffers: ``load_run`` restores them from the checkpoint). ``threads``: the intra-op thread
     count, instead of ``cfg.torch_threads`` (a resumed run's recorded count: :func:`resume_threads`).
 
-    Shared with the loop benchmark (``oscrepro.bench.loop``), so that it times exactly what a run trains.
+    Shared with the loop benchmark (``oscrepro.bench.loop``), so that it times exactly what a run trains. A run
+    record's config (an analysis rebuilding a run's initialisation) is read at today's class paths
+    (:func:`oscrepro.runs.record.current_targets`; a composed config is unchanged by it).
     """
+    cfg = current_targets(cfg)
     if threads is None:
         threads = cfg.get("torch_threads")
     if threads is not None:

@@ -148,12 +148,14 @@ def current_targets(cfg: DictConfig) -> DictConfig:
     them at their retired values is that class and drops them; any other node at a path some class moved from
     (:data:`MOVED_TARGETS`) is the moved class (fqo's probe task: ``attention_probe: true``)."""
     container = OmegaConf.to_container(cfg, resolve=False)
+    changed = False
     for node in _nodes(container):
         target = node.get("_target_")
         if not isinstance(target, str):
             continue
         retired = RETIRED_KEYS.get(target)
         if retired is not None and all(node.get(k, v) == v for k, v in retired.items()):
+            changed |= any(key in node for key in retired)
             for key in retired:
                 node.pop(key, None)
             continue
@@ -162,7 +164,8 @@ def current_targets(cfg: DictConfig) -> DictConfig:
             raise ValueError(f"MOVED_TARGETS: {target} moved to {moved}; one path a class left, one class")
         if moved:
             node["_target_"] = moved[0]
-    return OmegaConf.create(container)
+            changed = True
+    return OmegaConf.create(container) if changed else cfg  # a config at today's paths is returned as it is
 
 
 def load_record_config(run_dir: Path) -> DictConfig:

@@ -35,7 +35,7 @@ from omegaconf import OmegaConf
 from oscrepro.analysis.figures import figure_notes, paper_caption
 from oscrepro.data.resonance import forecast_amplitudes
 from oscrepro.papers.osciformer.resonance_figs import collect, own_runs
-from oscrepro.runs.record import RunRecord
+from oscrepro.runs.record import RunRecord, load_record_config
 from oscrepro.tables.recover import recovered_note
 from oscrepro.tables.runs import load_run
 from oscrepro.tables.sources import SourceRuns, reads_runs
@@ -101,7 +101,7 @@ def osciformer_fig5_forecast(out_dir: Path, budget: str, results_dir: Path, runs
 
     paper = paper or {}
     runs, notes = collect(name, budget, runs)
-    cfg = OmegaConf.load(runs[0] / "config.yaml")
+    cfg = load_record_config(runs[0])  # the record at today's class paths (runs.record.MOVED_TARGETS)
     dm, init_model, _ = build(cfg)  # seed 0's random initialisation, and the (shared) data module
     train_mean = float(dm.splits["train"].arrays.y.mean())
     scores, keys, logged = [], [], []

@@ -34,13 +34,12 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 
 from oscrepro.analysis.figures import figure_notes
 from oscrepro.data.base import model_dims
 from oscrepro.runs.compose import path_override
 from oscrepro.runs.lookup import RunRequest
-from oscrepro.runs.record import RunRecord
+from oscrepro.runs.record import RunRecord, load_record_config
 from oscrepro.tables.recover import recovered_note
 from oscrepro.tables.runs import MissingRunsError, load_run
 from oscrepro.tables.sources import OwnRuns, RunNeeds, SourceRuns, reads_runs
@@ -130,7 +129,7 @@ def osciformer_fig3_resonance(out_dir: Path, budget: str, results_dir: Path, run
     runs, notes = collect(name, budget, runs)
     accs = [100 * float(RunRecord(p).metrics()["test/acc"]) for p in runs]
     hist = read_history(runs[0] / "history.csv")
-    cfg = OmegaConf.load(runs[0] / "config.yaml")
+    cfg = load_record_config(runs[0])  # the record at today's class paths (runs.record.MOVED_TARGETS)
     dm, init_model, _ = build(cfg)  # seeds and instantiates exactly as the run did: its random init
     L.seed_everything(int(cfg.seed), workers=True)
     trained = load_run(runs[0], datamodule=dm).model  # recovers the weights of a record kept without them
