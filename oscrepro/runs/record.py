@@ -169,8 +169,15 @@ def current_targets(cfg: DictConfig) -> DictConfig:
 
 
 def load_record_config(run_dir: Path) -> DictConfig:
-    """``<run_dir>/config.yaml`` with today's ``_target_`` paths (:func:`current_targets`): what rebuilds a run."""
-    return current_targets(OmegaConf.load(Path(run_dir) / "config.yaml"))
+    """``<run_dir>/config.yaml`` with today's ``_target_`` paths (:func:`current_targets`) and no data location
+    (:data:`LOCATION_KEYS` as null, as the run id hashes them): what rebuilds a run. A recorded ``data.data_dir``
+    names where the training machine kept the data (``/work/main/.devdata`` on 214 committed records); this
+    checkout finds it through its own data path (local dir, ``../shared/data``, ``$OSCREPRO_DATA_DIR``)."""
+    cfg = current_targets(OmegaConf.load(Path(run_dir) / "config.yaml"))
+    for key in LOCATION_KEYS:
+        if OmegaConf.select(cfg, key) is not None:
+            OmegaConf.update(cfg, key, None, merge=False)
+    return cfg
 
 
 def hashed_payload(cfg: DictConfig) -> dict[str, Any]:

@@ -142,3 +142,18 @@ def test_build_rebuilds_a_record_config_of_a_class_that_lost_a_key() -> None:
     cfg.data.n_train, cfg.data.n_val, cfg.data.n_test = 64, 32, 32  # the construction, not the data size, is tested
     _, model, task = build(cfg)
     assert type(task).__name__ == "ClassificationTask" and task.model is model
+
+
+def test_a_record_is_read_back_without_its_data_location(tmp_path: Path) -> None:
+    """A record's ``data.data_dir`` names the training machine's data folder: read back (what load_run and
+    recover_checkpoint build from) it is null, so this checkout's data path finds the data, and the id is unchanged.
+    fsn Table 5's weight recovery failed with "Dataset 'python_code' not found ... /work/main/.devdata" before."""
+    from oscrepro.runs.record import load_record_config
+
+    record = next(f for f in committed_configs() if "data_dir: /" in (ROOT / f).read_text())
+    run = tmp_path / Path(record).parent.name
+    run.mkdir()
+    (run / "config.yaml").write_text((ROOT / record).read_text())
+    cfg = load_record_config(run)
+    assert cfg.data.data_dir is None
+    assert run_id(cfg) == run.name
