@@ -15,6 +15,7 @@ which requeues on a time limit or preemption.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -107,7 +108,23 @@ def job_states(job_ids: Iterable[str]) -> dict[str, str]:
     for job_id in ids:
         SlurmJob.watcher.register_job(job_id)
     SlurmJob.watcher.update()
-    return {j: SlurmJob.watcher.get_state(j, mode="cache") for j in ids}
+    states = {j: SlurmJob.watcher.get_state(j, mode="cache") for j in ids}
+    unknown = [j for j, s in states.items() if state_word(s) == "UNKNOWN"]
+    return {**states, **queue_states(unknown)} if unknown else states
+
+
+def queue_states(job_ids: list[str]) -> dict[str, str]:
+    """``job id -> squeue state`` of the jobs the queue still lists (one line per array task), for jobs sacct does
+    not know yet: slurmdbd records a held job (``sbatch --hold``, priority 0) only once it is released, so sacct
+    says nothing of it while squeue shows it PENDING. Jobs the queue no longer lists are left out."""
+    bases = sorted({j.split("_")[0] for j in job_ids})
+    try:
+        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T", "-j", ",".join(bases)], capture_output=True,
+                             text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    listed = dict(line.split(maxsplit=1) for line in out.stdout.splitlines() if len(line.split()) == 2)
+    return {j: listed[j] for j in job_ids if j in listed}
 
 
 def log_path(folder: str, job_id: str) -> Path:
