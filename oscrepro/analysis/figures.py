@@ -57,7 +57,7 @@ def header_caption(spec: Any, budget: str) -> str:
     """:func:`spec_caption` by the table header's rule (``oscrepro.tables.render.header_lines``): an analysis spec
     with no setting for ``budget`` under ``analysis.budgets`` runs the paper's protocol unchanged, so its figure
     says so instead of flagging the budget as below the paper's."""
-    if budget == "paper" or spec.kind != "analysis" or budget in spec.analysis.get("budgets", {}):
+    if budget == "paper" or spec.below_paper(budget):
         return spec_caption(spec, budget)
     return f"Reproduces {spec.source}. Budget: {budget}, the paper's settings unchanged."
 

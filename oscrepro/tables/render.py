@@ -70,9 +70,7 @@ def header_lines(spec: TableSpec, budget: str, n_seeds: int | None, data: list[s
                  extra: list[str] | None = None) -> list[str]:
     """Provenance header: what is reproduced, budget (flagged when below paper), data, device, commit, date."""
     prov = provenance()
-    # analysis tables without a budget-specific setting run the paper's protocol unchanged at every budget (an
-    # analysis of scaled-down runs lists its budget under ``analysis.budgets``, e.g. osciformer Tables 10-11)
-    below = budget != "paper" and not (spec.kind == "analysis" and budget not in spec.analysis.get("budgets", {}))
+    below = spec.below_paper(budget)  # an analysis without a setting for the budget runs the paper's protocol
     budget_line = f"**Budget:** `{budget}`" + (
         " — **BELOW PAPER BUDGET**: " + spec.budget_notes.get(budget, "scaled-down training; not comparable 1:1")
         if below else " — the paper's hyperparameters unchanged")

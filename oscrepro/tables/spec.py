@@ -121,6 +121,13 @@ class TableSpec:
                                                                                              0)))
         return list(range(n))
 
+    def below_paper(self, budget: str) -> bool:
+        """Whether a build at ``budget`` is below the paper's: any budget but ``paper``, except for an analysis
+        table without a setting for it under ``analysis.budgets``, which runs the paper's protocol unchanged (an
+        analysis of scaled-down runs lists its budget there, e.g. osciformer Tables 10-11). The table header and
+        the figure captions (``analysis.figures.header_caption``) both say what this says."""
+        return budget != "paper" and not (self.kind == "analysis" and budget not in self.analysis.get("budgets", {}))
+
     def cell_overrides(self, row_idx: int, col_name: str, budget: str, extra: list[str]) -> list[str]:
         """Hydra overrides (without seed) of one (row, column) cell: experiment, budget, row, column, extra."""
         col = next(c for c in self.columns if c.name == col_name)
