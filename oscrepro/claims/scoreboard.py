@@ -167,7 +167,8 @@ def read_cells(path: Path) -> Cells:
 
     An analysis cell with numeric columns (``<column>__std``, ``<column>__n``: a statistic over seeds, written by
     :func:`oscrepro.tables.render.analysis_csv`) is read from them: mean, std and n. Any other cell is one value,
-    n = 1, checkable by ``exact`` claims only; but a rendered "mean ± std" without numeric columns (a csv written
+    n = 1, checkable by ``exact`` claims only (a cell with no number, such as "not run: ...", has n = 0); but a
+    rendered "mean ± std" without numeric columns (a csv written
     before they existed) is no number: its line carries ``refused`` (the reason), and a claim that reads it fails
     with a ClaimError instead of reading its leading number as one seed."""
     with path.open(newline="") as f:
@@ -188,7 +189,9 @@ def read_cells(path: Path) -> Cells:
             if col in stat_cols and r[f"{col}__n"] not in (None, ""):
                 cells[(k, col)] = {"ours_mean": r[col], "ours_std": r[f"{col}__std"], "n": r[f"{col}__n"]}
                 continue
-            cells[(k, col)] = {"ours_mean": r[col], "ours_std": "", "n": "1"}
+            # one value (n = 1); a cell without a number ("not run: no MNLI data here", "—") has none (n = 0)
+            numeric_cell = SPREAD in (r[col] or "") or not math.isnan(_float(r[col]))
+            cells[(k, col)] = {"ours_mean": r[col], "ours_std": "", "n": "1" if numeric_cell else "0"}
             if SPREAD in (r[col] or ""):
                 cells[(k, col)]["refused"] = (
                     f"cell ({k!r}, {col!r}) of {path} is {r[col]!r}, a rendered mean ± std without its numeric "

@@ -20,6 +20,7 @@ import math
 import shutil
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +116,39 @@ def recovered_note(run_dir: Path) -> str | None:
             f"(no checkpoint in git) and its metrics differ from the record by up to "
             f"{100 * float(info.get('max_rel_diff', 0.0)):.2g} % ({'; '.join(differ[:3])}): the analysis reads the "
             "retrained weights, the table's trained-run numbers are the record's")
+
+
+def weightless(run_dirs: Iterable[Path]) -> list[Path]:
+    """The finished (status ok) records among ``run_dirs`` that have no checkpoint, each once, in order."""
+    out: dict[Path, None] = {}
+    for d in map(Path, run_dirs):
+        if RunRecord(d).status().get("status") == "ok" and not has_checkpoint(d):
+            out[d] = None
+    return list(out)
+
+
+def recover_in_pool(run_dirs: Iterable[Path], pool: str, workers: int, key: str = "") -> None:
+    """Recover the weights of every finished record in ``run_dirs`` kept without them, ``workers`` at a time.
+
+    ``pool`` ``joblib``: that many loky worker processes (a recovery is a whole training run: minutes to an hour
+    each, so an analysis reading 18 source models must not retrain them one after another); any other pool
+    (``inprocess``, a SLURM launcher): one after another in this process, as :func:`recover_checkpoint` does when an
+    analysis loads a weightless run. Each retrains with its record's own thread count (its run id's numerics).
+    Errors propagate: an analysis must not read weights its numbers do not come from."""
+    todo = weightless(run_dirs)
+    if not todo:
+        return
+    label = f"[table {key}] " if key else ""
+    n = max(1, min(workers, len(todo))) if pool == "joblib" else 1
+    print(f"{label}{len(todo)} source run(s) kept without weights (records are in git, checkpoints are not): "
+          f"retraining them to recover their checkpoints, {n} at a time", flush=True)
+    t0 = time.time()
+    if n == 1:
+        results = (recover_checkpoint(d) for d in todo)
+    else:
+        from joblib import Parallel, delayed
+
+        results = Parallel(n_jobs=n, backend="loky", return_as="generator_unordered")(
+            delayed(recover_checkpoint)(d) for d in todo)
+    for i, _ in enumerate(results, 1):
+        print(f"{label}weights recovered {i}/{len(todo)} ({time.time() - t0:.0f} s)", flush=True)

@@ -33,7 +33,8 @@ from typing import Any, TypeVar
 
 from oscrepro.runs.lookup import RunRequest, find_record
 from oscrepro.runs.record import RunRecord
-from oscrepro.tables.launch import LaunchConfig, Progress, launch, resolve_launcher
+from oscrepro.tables.launch import LaunchConfig, Progress, cores, launch, resolve_launcher
+from oscrepro.tables.recover import recover_in_pool
 from oscrepro.tables.runs import MissingRunsError, cell_requests, finished_cell_runs
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -66,6 +67,7 @@ class OwnRuns:
     excluded: str = "**Excluded:** {label} seed {seed} diverged ({run_dir})."
     optional: bool = False  # the adapter reads each request's outcome itself (a missing run is a flagged cell)
     context: Any = None  # what the planner composed alongside (the adapter reads it: SourceRuns.context)
+    weights: tuple[Path, ...] = ()  # source runs whose weights these runs load when trained (recovered first)
 
 
 @dataclass
@@ -138,11 +140,18 @@ def gather_runs(key: str, budget: str, needs: RunNeeds, results_dir: Path, pool:
     reqs = planned_requests(needs, budget, results_dir)
     train_needs(key, budget, reqs, pool, workers, train_cells and not render_only,
                 needs.own.what if needs.own is not None and not needs.cells else "source runs")
+    # weights the adapter loads: recovered in the build's pool, not one after another while resolving
+    recover_in_pool((found for label, cell in needs.cells.items() if cell.checkpoints
+                     for r in reqs[label] if (found := find_record(r)) is not None),
+                    pool.kind, workers or cores(), key)
     runs = resolve_needs(needs, budget, results_dir, reqs)
     if needs.then is None:
         return runs
     stage = RunNeeds(needs.table, own=needs.then(runs))
     stage_reqs = planned_requests(stage, budget, results_dir)
+    if not render_only and stage.own.weights and any(find_record(r) is None for rs in stage_reqs.values()
+                                                     for r in rs):
+        recover_in_pool(stage.own.weights, pool.kind, workers or cores(), key)  # the runs to train load them
     train_needs(key, budget, stage_reqs, pool, workers, not render_only, stage.own.what)
     more = resolve_needs(stage, budget, results_dir, stage_reqs)
     return SourceRuns({**runs.runs, **more.runs}, [*runs.notes, *more.notes], stage.own.context)

@@ -82,9 +82,13 @@ def table7_runs(budget: str, results_dir: Path, name: str, source: str, experime
         plan = plan_finetuning(name, source, budget, Path(results_dir), experiment, rows, tasks, lms, lm_seed,
                                n_seeds)
         return OwnRuns({f"{row}|{t}": reqs for (row, t), reqs in plan.requests.items()}, what="fine-tuning runs",
-                       optional=True, context=plan)
+                       optional=True, context=plan,
+                       weights=tuple(lm for lm in plan.lm_runs.values() if lm is not None))
 
-    return RunNeeds(name, {r: SourceCell(source, r, None, seeds=(lm_seed,)) for r in rows}, then=finetuning)
+    # the LMs' weights are loaded only by fine-tuning runs still to train (OwnRuns.weights): a build whose
+    # fine-tuning records are all in git retrains no LM
+    return RunNeeds(name, {r: SourceCell(source, r, None, seeds=(lm_seed,), checkpoints=False) for r in rows},
+                    then=finetuning)
 
 
 def plan_finetuning(name: str, source: str, budget: str, results_dir: Path, experiment: str, rows: list[str],

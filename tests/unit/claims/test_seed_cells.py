@@ -64,3 +64,20 @@ def test_a_rendered_mean_std_without_numeric_columns_is_refused(tmp_path: Path) 
     assert _stats(cells, {"row": "Coupled | paper", "column": "L0"}, CLAIM).mean == 32.8  # other cells still read
     with pytest.raises(ClaimError, match="rendered mean ± std, not one number"):
         _float("27.6 ± 2.8 (n=3)")
+
+
+def test_a_cell_without_a_number_has_no_seeds(tmp_path: Path) -> None:
+    """coupledqk Table 7's MNLI cells read "not run: no MNLI data here": no number, so n = 0 (the claim says
+    "a has n = 0"), not one seed of value nan ("n = 1 < 2 seeds" was what CLAIMS.md printed)."""
+    rows = [{"Attention": "Standard", "MNLI (ours)": "not run: no MNLI data here", "SST-2 (ours)": "72.7"},
+            {"Attention": "Coupled", "MNLI (ours)": "not run: no MNLI data here", "SST-2 (ours)": "—"}]
+    cells = read_cells(_write(tmp_path / "coupledqk" / "cpu" / "table7.csv",
+                              ["Attention", "MNLI (ours)", "SST-2 (ours)"], rows))
+    claim = Claim("coupledqk/table7", "mnli", "no gain", "Sec. 3.4",
+                  {"kind": "difference", "a": {"row": "Coupled", "column": "MNLI (ours)"},
+                   "b": {"row": "Standard", "column": "MNLI (ours)"}, "sign": "<", "margin": 1.0})
+    assert _stats(cells, {"row": "Standard", "column": "MNLI (ours)"}, claim).n == 0
+    assert _stats(cells, {"row": "Coupled", "column": "SST-2 (ours)"}, claim).n == 0  # "—": no value
+    assert _stats(cells, {"row": "Standard", "column": "SST-2 (ours)"}, claim).n == 1  # a number: one value
+    verdict = check_claim(claim, cells)
+    assert verdict.status == "inconclusive" and "n = 0" in verdict.detail and "n = 1" not in verdict.detail

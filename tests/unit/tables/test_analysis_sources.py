@@ -90,3 +90,20 @@ def test_the_specs_train_missing_false_trains_nothing_and_its_launcher_is_the_de
     run_analysis(_spec(tmp_path, launcher="joblib"), "smoke", resolve_launcher("inprocess"), [], results,
                  tmp_path / "out", None, render_only=False)
     assert [pool for _, pool in launched] == ["joblib"]  # the spec's launcher where the build chose none
+
+
+def test_weights_the_adapter_loads_are_recovered_in_the_builds_pool(tmp_path, launched, monkeypatch):
+    """A cell whose weights the adapter loads (``checkpoints=True``): its finished records are handed to
+    ``recover_in_pool`` with the build's pool before they are resolved (one by one, serially, was the old way);
+    a cell that reads metrics only (``checkpoints=False``, the toy's) hands none."""
+    pooled: list[tuple[list[Path], str, int]] = []
+    monkeypatch.setattr(sources, "recover_in_pool", lambda dirs, pool, workers, key="": pooled.append(
+        (list(dirs), pool, workers)))
+    results = tmp_path / "results"
+    run_analysis(_spec(tmp_path), "smoke", resolve_launcher("joblib"), [], results, tmp_path / "out", None, False)
+    assert pooled == [([], "joblib", pooled[0][2])]  # metrics only: nothing to recover
+    needs = RunNeeds("toy/analysis", {"src": SourceCell("fqo/table2", "Softmax", checkpoints=True)})
+    monkeypatch.setattr(sources, "resolve_needs", lambda *a, **k: SourceRuns({"src": []}, []))
+    sources.gather_runs("toy/analysis", "smoke", needs, results, resolve_launcher("joblib"), 2, True, False)
+    dirs, pool, workers = pooled[-1]
+    assert pool == "joblib" and workers == 2 and len(dirs) == 1 and dirs[0].is_relative_to(results / "runs")
