@@ -46,7 +46,8 @@ def table_mechanisms(table: str) -> dict[str, Row]:
 def measure(experiment: str, budget: str, mechanisms: dict[str, list[str]], extra: list[str], steps: int,
             warmup: int, repeats: int) -> list[dict[str, Any]]:
     """Median bare step time per mechanism (``{name: its overrides}``) over ``repeats`` alternations, and the
-    implied epoch time."""
+    implied epoch time; ``s/step repeats``: every repeat's step time in round order (repeat i of every mechanism
+    timed in the same round, so a ratio of two mechanisms can be taken repeat by repeat)."""
     times: dict[str, list[float]] = {m: [] for m in mechanisms}
     with tempfile.TemporaryDirectory() as tmp:
         cfgs = {m: compose_run([f"experiment={experiment}", f"budget={budget}", *overrides, *extra,
@@ -61,7 +62,7 @@ def measure(experiment: str, budget: str, mechanisms: dict[str, list[str]], extr
         batches = batches_per_epoch(cfgs[m])
         step = statistics.median(times[m])
         rows.append({"mechanism": m, "batch": int(cfgs[m].data.batch_size), "batches/epoch": batches,
-                     "s/step": step, "epoch min": step * batches / 60})
+                     "s/step": step, "epoch min": step * batches / 60, "s/step repeats": list(times[m])})
     return rows
 
 

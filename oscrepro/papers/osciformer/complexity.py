@@ -10,12 +10,23 @@ and called as the continuous-time encoder does (``mech(x, times=times, causal=Tr
 
 * time: forward (no_grad) and forward+backward (loss = sum of outputs), the two layers alternating trial by trial
   in this one process on ``threads`` threads (``harness.measure_alternating``), the whole set of cells passed over
-  ``rounds`` times (``measure``); the median *process CPU time*, the steadier one on a shared machine. The ratio
-  cf / num is taken from these medians.
+  ``rounds`` times (``measure``); *process CPU time*, the steadier one on a shared machine. Every timed trial is
+  kept: a time cell is mean ± std over the ``rounds x trials`` trials with n = that count (``SeedStat``; repeated
+  measurements on this machine, not seeds), which is what the claims' Welch interval reads (issue 32: "repeated
+  measurements (the bench's repeats) for costs"; with one median per cell they had n = 1 and no interval). The
+  ratio cf / num is the mean of the per-trial ratios, trial i of the closed form over trial i of the ODE layer
+  (timed back to back, so load that drifts over the build cancels: ``paired_ratio``).
 * memory: peak bytes live in torch's CPU allocator during one extra forward+backward (``harness.peak_memory_mb``,
   ``torch.profiler`` allocation events): activations saved for backward, temporaries, gradients, plus parameters
   and input. Not counted: MKL/oneDNN scratch, the Python heap and allocator fragmentation (the process RSS of the
-  whole build is given once in the notes, as the bound the machine actually had to hold).
+  whole build is given once in the notes, as the bound the machine actually had to hold). Measured once per round
+  (n = ``rounds``), each time after the other cells have run, rather than declared deterministic: the allocator
+  peak of one graph is expected to repeat to the byte (std 0, which the claims' rule reads as a deterministic
+  quantity whose interval is the point), and a spread, if the heap's history ever changed it, would show in the
+  cell instead of being assumed away. Memory ratios are per round, as for time.
+
+The exponents and the figure use each cell's *median* (over the trials, over the rounds for memory), robust to one
+trial slowed by the machine's other jobs; the cells and ratios show the full sample.
 
 Three sweeps vary one of N, d, J around a base cell; per sweep the exponent p of time ~ x^p and memory ~ x^p is
 the least-squares slope on log-log axes (``loglog_slope``; also the slope of the last segment, nearer the
@@ -44,12 +55,13 @@ from torch import nn
 from oscrepro.bench.harness import _fwd, _fwd_bwd, attention_factory, measure_alternating, peak_memory_mb
 from oscrepro.papers.osciformer.kernel_bench import _Timed, xor_times
 from oscrepro.tables.run_helpers import num_threads
-from oscrepro.tables.values import Num
+from oscrepro.tables.values import Num, SeedStat
 
 AXES = ("seq_len", "d_model", "n_modes")  # the three sweeps, in table order
 SYMBOL = {"seq_len": "N", "d_model": "d", "n_modes": "J"}
 LAYERS = {"cf": "OsciFormer", "num": "ContiFormer"}  # closed form (Sec. 5.2) vs numerical (Sec. 5.1)
 QUANTITIES = ("f+b ms", "fwd ms", "f+b MB")
+Samples = dict[tuple[int, ...], dict[str, Any]]  # per cell (N, d, J): per '<layer> <quantity>' its list, and 'S'
 
 
 def sweep_cells(base: dict[str, int], sweeps: dict[str, list[int]]) -> list[tuple[str, dict[str, int]]]:
@@ -111,25 +123,57 @@ def memory_cell(cell: dict[str, int], batch: int, n_heads: int) -> dict[str, flo
 
 
 def measure(cells: list[tuple[str, dict[str, int]]], batch: int, n_heads: int, warmup: int, trials: int,
-            rounds: int) -> dict[tuple[int, ...], dict[str, float]]:
-    """Per distinct cell (N, d, J): median ms over ``rounds`` passes over all cells x ``trials``, memory and S.
+            rounds: int) -> Samples:
+    """Per distinct cell (N, d, J): per '<layer> <fwd|f+b> ms' the ``rounds x trials`` process-CPU ms in round
+    and trial order (index i of both layers timed in the same alternation), per '<layer> f+b MB' one peak per
+    round, and S.
 
     The rounds spread each cell's trials over the whole build, so a minutes-long phase of background load (the
-    shared machine's other jobs) inflates every cell alike instead of a few consecutive ones.
+    shared machine's other jobs) inflates every cell alike instead of a few consecutive ones. S (RK4's field
+    calls) is counted every round and must not change.
     """
     keys = list(dict.fromkeys(_key(c) for _, c in cells))  # the base cell, shared by the sweeps, once
     cell_of = {_key(c): c for _, c in cells}
-    samples: dict[tuple[int, ...], dict[str, list[float]]] = {k: {} for k in keys}
+    samples: Samples = {k: {} for k in keys}
     for r in range(rounds):
         for k in keys:
             for q, ms in time_cell(cell_of[k], batch, n_heads, warmup, trials).items():
                 samples[k].setdefault(q, []).extend(ms)
+            mem = memory_cell(cell_of[k], batch, n_heads)
+            if samples[k].setdefault("S", mem["S"]) != mem["S"]:
+                raise RuntimeError(f"S changed between rounds at {cell_of[k]}: {samples[k]['S']} vs {mem['S']}")
+            for q in (q for q in mem if q != "S"):
+                samples[k].setdefault(q, []).append(mem[q])
         print(f"[sec5_complexity] round {r + 1}/{rounds} done", flush=True)
-    meas = {}
     for k in keys:
-        meas[k] = {q: statistics.median(v) for q, v in samples[k].items()} | memory_cell(cell_of[k], batch, n_heads)
-        print(f"[sec5_complexity] {cell_of[k]}: {meas[k]}", flush=True)
-    return meas
+        print(f"[sec5_complexity] {cell_of[k]}: {medians(samples)[k]}", flush=True)
+    return samples
+
+
+def medians(samples: Samples) -> dict[tuple[int, ...], dict[str, float]]:
+    """Per cell, the median of every sample list (and S): the point each exponent fit and the figure use."""
+    return {k: {q: float(v) if q == "S" else statistics.median(v) for q, v in m.items()} for k, m in samples.items()}
+
+
+def paired_ratio(cf: list[float], num: list[float]) -> float:
+    """Mean over trials of closed form / ODE, trial i with trial i (timed in the same alternation round; memory:
+    the same round), so load that drifts over the build cancels in each ratio."""
+    if len(cf) != len(num):
+        raise ValueError(f"trial counts differ: {len(cf)} vs {len(num)}")
+    return statistics.fmean(c / n for c, n in zip(cf, num, strict=True))
+
+
+def _memory_spread(samples: Samples) -> str:
+    """Whether the per-round memory peaks repeated exactly (std 0 in every memory cell), as the notes say it."""
+    varied = sum(len(set(v)) > 1 for m in samples.values() for q, v in m.items() if "MB" in q)
+    if not varied:
+        return "every cell's peak the same to the byte in every round, std 0"
+    return f"{varied} memory cell(s) varied between rounds: their ± is that spread"
+
+
+def stat_cell(values: list[float], quantity: str) -> SeedStat:
+    """One time or memory cell: mean ± std over its repeated measurements, n shown (ms to 0.1, MB to 0.01)."""
+    return SeedStat.of(values, 1 if "ms" in quantity else 2, show_n=True)
 
 
 def _ratio(r: float) -> Num:
@@ -152,6 +196,26 @@ def exponents(cells: list[tuple[str, dict[str, int]]], meas: dict[tuple[int, ...
     return out
 
 
+def table_rows(cells: list[tuple[str, dict[str, int]]], samples: Samples
+               ) -> tuple[list[str], list[dict[str, Any]]]:
+    """The table's columns and one row per sweep cell: the times and memories as :func:`stat_cell` over their
+    repeated measurements, the cf/num ratios paired trial by trial (:func:`paired_ratio`), and the paper's
+    J/(S d) and 1/S from the counted S."""
+    columns = ["Sweep", "N", "d", "J", "OsciFormer f+b ms", "ContiFormer f+b ms", "f+b cf/num", "OsciFormer fwd ms",
+               "ContiFormer fwd ms", "fwd cf/num", "paper J/(S d)", "OsciFormer f+b MB", "ContiFormer f+b MB",
+               "mem cf/num", "paper 1/S"]
+    rows = []
+    for axis, cell in cells:
+        m = samples[_key(cell)]
+        rows.append({"Sweep": SYMBOL[axis], "N": cell["seq_len"], "d": cell["d_model"], "J": cell["n_modes"],
+                     **{f"{LAYERS[lay]} {q}": stat_cell(m[f"{lay} {q}"], q) for lay in LAYERS for q in QUANTITIES},
+                     **{f"{tag} cf/num": _ratio(paired_ratio(m[f"cf {q}"], m[f"num {q}"]))
+                        for tag, q in (("f+b", "f+b ms"), ("fwd", "fwd ms"), ("mem", "f+b MB"))},
+                     "paper J/(S d)": _ratio(cell["n_modes"] / (m["S"] * cell["d_model"])),
+                     "paper 1/S": _ratio(1 / m["S"])})
+    return columns, rows
+
+
 def osciformer_sec5_complexity(out_dir: Path, budget: str, results_dir: Path, name: str, base: dict[str, int],
                                sweeps: dict[str, list[int]], batch: int, n_heads: int = 1, warmup: int = 1,
                                trials: int = 2, rounds: int = 3, threads: int | None = 1,
@@ -161,20 +225,9 @@ def osciformer_sec5_complexity(out_dir: Path, budget: str, results_dir: Path, na
     fitted exponents per sweep (notes) against the paper's; and the log-log figure."""
     cells = sweep_cells(base, sweeps)
     with num_threads(threads):
-        meas = measure(cells, batch, n_heads, warmup, trials, rounds)
-    columns = ["Sweep", "N", "d", "J", "OsciFormer f+b ms", "ContiFormer f+b ms", "f+b cf/num", "OsciFormer fwd ms",
-               "ContiFormer fwd ms", "fwd cf/num", "paper J/(S d)", "OsciFormer f+b MB", "ContiFormer f+b MB",
-               "mem cf/num", "paper 1/S"]
-    rows = []
-    for axis, cell in cells:
-        m = meas[_key(cell)]
-        rows.append({"Sweep": SYMBOL[axis], "N": cell["seq_len"], "d": cell["d_model"], "J": cell["n_modes"],
-                     **{f"{LAYERS[lay]} {q}": Num(m[f"{lay} {q}"], "{:.1f}" if "ms" in q else "{:.2f}")
-                        for lay in LAYERS for q in QUANTITIES},
-                     "f+b cf/num": _ratio(m["cf f+b ms"] / m["num f+b ms"]),
-                     "fwd cf/num": _ratio(m["cf fwd ms"] / m["num fwd ms"]),
-                     "paper J/(S d)": _ratio(cell["n_modes"] / (m["S"] * cell["d_model"])),
-                     "mem cf/num": _ratio(m["cf f+b MB"] / m["num f+b MB"]), "paper 1/S": _ratio(1 / m["S"])})
+        samples = measure(cells, batch, n_heads, warmup, trials, rounds)
+    columns, rows = table_rows(cells, samples)
+    meas = medians(samples)
     fits = exponents(cells, meas)
     png = plot_complexity(cells, meas, fits, Path(out_dir) / figure, f"{name}, budget={budget}", paper)
     rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux
@@ -182,9 +235,12 @@ def osciformer_sec5_complexity(out_dir: Path, budget: str, results_dir: Path, na
         f"**Protocol:** one attention layer of each kind, B = {batch}, {n_heads} head (d = d_head = d_model), causal, "
         f"XOR-like times; base cell {', '.join(f'{SYMBOL[a]} = {base[a]}' for a in AXES)}, one axis swept at a "
         f"time; {rounds} rounds over all cells, each {warmup} warm-up + {trials} alternating trials per cell; "
-        f"median process CPU time of the {rounds * trials} trials, {threads} thread(s); S counted from "
-        "ContiFormer's field calls. Memory: peak bytes in torch's CPU allocator during one "
-        "forward+backward (parameters, input, activations, gradients; not MKL scratch or the Python heap). The "
+        f"process CPU time, {threads} thread(s), each time cell mean ± std over its {rounds * trials} trials (n = "
+        "repeated measurements on this machine, not seeds); cf/num = mean of the per-trial ratios (the two layers "
+        "timed back to back); S counted from ContiFormer's field calls. Memory: peak bytes in torch's CPU "
+        "allocator during one forward+backward (parameters, input, activations, gradients; not MKL scratch or the "
+        f"Python heap), measured once per round (n = {rounds}; {_memory_spread(samples)}). "
+        "Exponents and figure: the median of each cell's measurements. The "
         "O(N d^2) projections (and OsciFormer's per-token U, A, B maps) are included in every time; OsciFormer's "
         f"kernel runs in float64, ContiFormer in float32 (their configs). Whole build: peak RSS {rss_gb:.2f} GB.",
         f"**Figure:** `{png.name}`: forward+backward (solid) and forward (dashed) ms vs N, d, J on log-log axes, "
@@ -204,11 +260,12 @@ def osciformer_sec5_complexity(out_dir: Path, budget: str, results_dir: Path, na
     inst = (paper or {}).get("instance")
     near = sorted(k for k in meas if inst and k[1:] == (inst["d"], inst["J"]))  # (N, d, J) at the instance's d, J
     if near:  # the largest N measured there: nearest the N^2 asymptote
-        m = meas[near[-1]]
+        m = samples[near[-1]]
         notes.append(f"**Sec. 5.4 instance** (d = {inst['d']}, J = {inst['J']}, paper S = {inst['S']}; measured at "
-                     f"N = {near[-1][0]}, S = {m['S']:.0f}): time cf/num f+b {_ratio(m['cf f+b ms'] / m['num f+b ms'])}"
-                     f", fwd {_ratio(m['cf fwd ms'] / m['num fwd ms'])} (paper J/(S d) = {inst['ratio']}); memory "
-                     f"{_ratio(m['cf f+b MB'] / m['num f+b MB'])} (paper 1/S = 1/{inst['S']}).")
+                     f"N = {near[-1][0]}, S = {m['S']:.0f}; per-trial ratios): time cf/num f+b "
+                     f"{_ratio(paired_ratio(m['cf f+b ms'], m['num f+b ms']))}, fwd "
+                     f"{_ratio(paired_ratio(m['cf fwd ms'], m['num fwd ms']))} (paper J/(S d) = {inst['ratio']}); "
+                     f"memory {_ratio(paired_ratio(m['cf f+b MB'], m['num f+b MB']))} (paper 1/S = 1/{inst['S']}).")
     notes += [f"**Paper:** {p}" for p in (paper or {}).get("reading", [])]
     return columns, rows, notes
 
@@ -239,7 +296,7 @@ def plot_complexity(cells: list[tuple[str, dict[str, int]]], meas: dict[tuple[in
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel(SYMBOL[axis])
-        ax.set_ylabel("CPU ms (median)")
+        ax.set_ylabel("CPU ms (median of the trials)")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
     fig.suptitle(f"osciformer Sec. 5: one layer's time vs N, d, J ({title})", fontsize=9)
