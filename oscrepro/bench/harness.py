@@ -137,7 +137,7 @@ def measure_alternating(blocks: dict[str, nn.Module], x: Tensor, fn: Callable[[n
 
 def run_bench(attention_cfg_name: str, seq_lens: list[int], batch: int, d_model: int, n_heads: int, warmup: int,
               trials: int, device: str, *, use_paper_batch: bool = False, overrides: dict[str, Any] | None = None,
-              backward: bool = True, seed: int = 0) -> list[dict[str, Any]]:
+              backward: bool = True, seed: int = 0, keep_trials: bool = False) -> list[dict[str, Any]]:
     """Benchmark ``conf/attention/<attention_cfg_name>.yaml`` in a TransformerBlock against the softmax block.
 
     One row per sequence length with, for ``base`` (softmax) and ``cand`` (the named mechanism): forward
@@ -145,17 +145,20 @@ def run_bench(attention_cfg_name: str, seq_lens: list[int], batch: int, d_model:
     K tokens/s, median process CPU times, peak memory (MB) for forward and forward+backward, parameter
     counts, and the ratios cand/base of median wall times, of median CPU times and of peak memories
     (time ratio > 1: the candidate is slower).
+    ``keep_trials`` adds ``trial_times`` to each row: ``{"fwd": ..., "fwdbwd": ...}``, each pass as
+    :func:`measure_alternating` returns it (per model, wall and process-CPU seconds in trial order; trial i of
+    ``base`` and of ``cand`` were timed back to back in alternation round i), for callers that pair the trials.
     Inductor's on-disk FX-graph cache is bypassed: a cached CPU kernel keeps the OpenMP thread count of the
     process that compiled it, which would falsify a ``threads=1`` measurement.
     """
     with torch._inductor.config.patch(fx_graph_cache=False):
         return _run_bench(attention_cfg_name, seq_lens, batch, d_model, n_heads, warmup, trials, device,
-                          use_paper_batch, overrides, backward, seed)
+                          use_paper_batch, overrides, backward, seed, keep_trials)
 
 
 def _run_bench(attention_cfg_name: str, seq_lens: list[int], batch: int, d_model: int, n_heads: int, warmup: int,
                trials: int, device: str, use_paper_batch: bool, overrides: dict[str, Any] | None, backward: bool,
-               seed: int) -> list[dict[str, Any]]:
+               seed: int, keep_trials: bool = False) -> list[dict[str, Any]]:
     dev = torch.device(device)
     factory = attention_factory(attention_cfg_name, overrides)
     rows = []
@@ -195,6 +198,8 @@ def _run_bench(attention_cfg_name: str, seq_lens: list[int], batch: int, d_model
             row["ratio_fwdbwd_time"] = row["fwdbwd_ms_median_cand"] / row["fwdbwd_ms_median_base"]
             row["ratio_fwdbwd_cpu_time"] = row["fwdbwd_cpu_ms_median_cand"] / row["fwdbwd_cpu_ms_median_base"]
             row["ratio_mem_fwdbwd"] = row["mem_fwdbwd_mb_cand"] / row["mem_fwdbwd_mb_base"]
+        if keep_trials:
+            row["trial_times"] = {"fwd": fwd, **({"fwdbwd": fb} if backward else {})}
         rows.append(row)
         del blocks, x
     return rows

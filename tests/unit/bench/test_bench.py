@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,22 @@ def test_run_bench_tiny_returns_ratios() -> None:
         assert math.isfinite(row[f"fwd_ktok_s_{name}"]) and row[f"fwd_ktok_s_{name}"] > 0
         assert row[f"fwd_ktok_s_{name}"] == pytest.approx(2 * 16 / row[f"fwd_ms_{name}"], rel=1e-9)
     assert row["params_cand"] - row["params_base"] == 4 + 1
+
+
+def test_run_bench_keeps_the_trials_in_round_order() -> None:
+    """``keep_trials``: per pass and model, wall and CPU seconds of every timed trial, the summaries computed from
+    them (trial i of both models comes from alternation round i: that order is what a paired ratio relies on)."""
+    rows = run_bench("ssa", [16], batch=2, d_model=32, n_heads=4, warmup=0, trials=3, device="cpu", keep_trials=True)
+    (row,) = rows
+    times = row["trial_times"]
+    assert set(times) == {"fwd", "fwdbwd"} and all(set(t) == {"base", "cand"} for t in times.values())
+    for pass_, t in times.items():
+        for name, (wall, cpu) in t.items():
+            assert len(wall) == len(cpu) == 3 and all(w > 0 for w in wall), (pass_, name)
+            assert 1e3 * statistics.median(wall) == pytest.approx(row[f"{pass_}_ms_median_{name}"], rel=1e-12)
+            assert 1e3 * statistics.median(cpu) == pytest.approx(row[f"{pass_}_cpu_ms_median_{name}"], rel=1e-12)
+    assert "trial_times" not in run_bench("ssa", [16], batch=2, d_model=32, n_heads=4, warmup=0, trials=1,
+                                          device="cpu", backward=False)[0]
 
 
 def test_run_bench_overrides_and_paper_batch() -> None:
