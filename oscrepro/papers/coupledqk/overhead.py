@@ -11,16 +11,17 @@ towards tok/s. Two passes, each as in ``oscrepro.bench.harness`` and with its he
 * forward + backward: the cross-entropy loss and its backward to every parameter (gradients set to ``None``
   first, so their buffers are allocated inside the pass), in train mode. No optimizer step.
 
-All models are timed in alternation, trial by trial, in one process (``measure_alternating``), after warm-up;
-tok/s is B T over the median wall time. ``Rel`` is the variant's tok/s over Standard's, **one ratio per timed trial**
+All models are timed in alternation, trial by trial, in one process (``measure_alternating``), after warm-up; tok/s
+is B T over the median wall time. ``Rel`` is the variant's tok/s over Standard's, **one ratio per timed trial**
 (Standard's time in that trial over the variant's: the two were timed back to back, so load that drifts over the
 build cancels), reported as mean ± std over the trials with n = the trials (``SeedStat``). The trials are the
 repeated measurements the claims judge (issue 32: "repeated measurements (the bench's repeats) for costs"); they
 estimate this machine's ratio, not a spread over machines. On a CPU the same ratio of process-CPU times is reported
-too (steadier on a shared machine with one thread). Peak memory (``peak_memory_mb``) is taken per model with that model alone on the device: on CUDA
-``max_memory_allocated``, on a CPU torch's allocator under ``torch.profiler``; both count the model's parameters
-and the ids as live. The paper does not say which pass its "Peak MB" is, so ours is the forward + backward pass
-(the training pass, without optimizer state); the forward-only peak is listed beside it.
+too (steadier on a shared machine with one thread). Peak memory (``peak_memory_mb``) is taken per model with that
+model alone on the device: on CUDA ``max_memory_allocated``, on a CPU torch's allocator under ``torch.profiler``;
+both count the model's parameters and the ids as live. The paper does not say which pass its "Peak MB" is, so ours
+is the forward + backward pass (the training pass, without optimizer state); the forward-only peak is listed beside
+it.
 
 The paper ran fp16 mixed precision (App. B); ``amp_dtype`` applies ``torch.autocast`` with that dtype on CUDA only
 (on a CPU every budget runs fp32).
@@ -180,8 +181,9 @@ def coupledqk_table10(out_dir: Path, budget: str, results_dir: Path, experiment:
              f"Paper: {paper_setting}.",
              "**Rel** = the variant's tok/s / Standard's: Standard's wall time over the variant's in the same "
              f"trial, mean ± std over the {trials} timed trials (n = trials: repeated measurements on this machine, "
-             "not seeds); `(CPU time)`: the same of process-CPU times, the steadier one on a shared CPU. **Fwd+Bwd** = LM cross-entropy forward and "
-             "backward to every parameter, no optimizer step. **Peak MB** = peak of the forward+backward pass "
+             "not seeds); `(CPU time)`: the same of process-CPU times, the steadier one on a shared CPU. "
+             "**Fwd+Bwd** = LM cross-entropy forward and backward to every parameter, no optimizer step. "
+             "**Peak MB** = peak of the forward+backward pass "
              "with the model alone on the device (parameters, ids, activations, gradients; no optimizer state); "
              "the paper does not say what its peak covers. `Peak ×` = ours / Standard's."]
     for r in (r for r in table if r["Attention"] != baseline):
