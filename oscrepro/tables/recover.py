@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import shutil
 import tempfile
 import time
@@ -24,9 +25,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import OmegaConf
 
 from oscrepro.runs.compose import CKPT_NAME, RunNotUsableError, compose_run
+from oscrepro.runs.lookup import DEVICE_KEYS
 from oscrepro.runs.record import RunRecord, load_record_config, run_id
 
 log = logging.getLogger(__name__)
@@ -58,12 +61,15 @@ def compare_metrics(recorded: dict[str, Any], retrained: dict[str, Any], rtol: f
     return not differ, worst, differ
 
 
-def recover_checkpoint(run_dir: Path, rtol: float = 1e-4) -> str:
+def recover_checkpoint(run_dir: Path, rtol: float = 1e-4, fallback_threads: int | None = None) -> str:
     """Retrain the finished run ``run_dir`` (status ``ok``, no checkpoint) from its recorded config and move its
     checkpoint into the record; returns a one-line note saying how the retrained metrics compare.
 
     The record's own metrics stay as they are: they are what the table reports. A retrained run that fails is an
-    error (the analysis would otherwise read weights the table's numbers do not come from)."""
+    error (the analysis would otherwise read weights the table's numbers do not come from). A record trained on an
+    accelerator this machine lacks is retrained on the CPU (:func:`cpu_fallback`), with ``fallback_threads`` torch
+    threads (default: the record's, at most this process's cores): its numerics differ anyway, so the thread count
+    may follow the pool instead of the record."""
     from oscrepro.train import train  # late: train imports the tables layer's callers
 
     run_dir = Path(run_dir)
@@ -76,9 +82,13 @@ def recover_checkpoint(run_dir: Path, rtol: float = 1e-4) -> str:
     if run_id(cfg) != run_dir.name:
         raise RunNotUsableError(f"{run_dir}/config.yaml hashes to run id {run_id(cfg)}, not {run_dir.name}: the record "
                                 "was edited or written by an incompatible version; retrain it with its table")
+    fallback = cpu_fallback(cfg, record.status().get("device", "an accelerator"))
+    if fallback:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cfg.torch_threads = fallback_threads or min(int(cfg.get("torch_threads") or cores), cores)
     t0 = time.time()
     log.info("run %s: its record has no checkpoint (records are kept in git without weights); retraining it from "
-             "its recorded config to recover the weights", run_dir)
+             "its recorded config to recover the weights%s", run_dir, f" ({fallback})" if fallback else "")
     with tempfile.TemporaryDirectory(prefix=".recover-", dir=run_dir.parent) as scratch:
         OmegaConf.update(cfg, "paths.runs_dir", scratch, merge=False)
         result = train(cfg)
@@ -86,11 +96,13 @@ def recover_checkpoint(run_dir: Path, rtol: float = 1e-4) -> str:
             raise RunNotUsableError(f"retraining {run_dir} to recover its checkpoint ended with status "
                                     f"{result.get('status')!r}; see {scratch}")
         same, worst, differ = compare_metrics(record.metrics(), result, rtol)
-        fresh = Path(scratch) / str(cfg.experiment_name) / run_dir.name / "checkpoints"
+        # a CPU fallback changes the device keys, hence the scratch run's id (never the record's)
+        fresh = Path(scratch) / str(cfg.experiment_name) / run_id(cfg) / "checkpoints"
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
         shutil.move(str(fresh), str(run_dir / "checkpoints"))
     info = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "metrics_match": same,
-            "max_rel_diff": worst, "differ": differ, "wall_time_s": round(time.time() - t0, 1)}
+            "max_rel_diff": worst, "differ": differ, "wall_time_s": round(time.time() - t0, 1),
+            **({"device_fallback": fallback} if fallback else {})}
     record.update_status({"checkpoint_recovered": info})
     if same:
         log.info("run %s: weights recovered; retrained metrics match the record (max rel. diff %.1e)", run_dir, worst)
@@ -98,6 +110,25 @@ def recover_checkpoint(run_dir: Path, rtol: float = 1e-4) -> str:
         log.warning("run %s: weights recovered, but the retrained metrics differ from the record: %s", run_dir,
                     "; ".join(differ))
     return recovered_note(run_dir) or ""
+
+
+def cpu_fallback(cfg: Any, trained_on: str) -> str | None:
+    """Retrain on the CPU a record trained on an accelerator this machine lacks (``trainer=gpu`` on a CPU-only
+    machine: Lightning refuses with "No supported gpu backend found"). Only :data:`~oscrepro.runs.lookup.DEVICE_KEYS`
+    change, to the CPU trainer's defaults, so the model, data and every hyperparameter are the record's; the numerics
+    are the CPU's, so the metrics comparison says how far the recovered weights are from the recorded run (a note in
+    the table, bold where they differ). Returns what was done, or None when the record's device is usable here."""
+    accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="cpu"))
+    if accelerator in ("cpu", "auto") or (accelerator in ("gpu", "cuda") and torch.cuda.is_available()):
+        return None
+    cpu = compose_run([]).trainer
+    for key in DEVICE_KEYS:
+        leaf = key.split(".", 1)[1]
+        if leaf in cpu:
+            OmegaConf.update(cfg, key, cpu[leaf], merge=False)
+        elif leaf in cfg.trainer:  # a key the CPU trainer leaves at Lightning's default (strategy)
+            del cfg.trainer[leaf]
+    return f"trained on {trained_on}; retrained on the CPU (trainer.accelerator={accelerator} is not available here)"
 
 
 def recovered_note(run_dir: Path) -> str | None:
@@ -108,12 +139,13 @@ def recovered_note(run_dir: Path) -> str | None:
     if not info:
         return None
     name = Path(run_dir).name
+    where = f" ({info['device_fallback']})" if info.get("device_fallback") else ""
     if info.get("metrics_match"):
-        return (f"{name}: weights retrained from the record on {info.get('date')} (no checkpoint in git); metrics "
-                f"match the record (max rel. diff {float(info.get('max_rel_diff', 0.0)):.1e})")
+        return (f"{name}: weights retrained from the record on {info.get('date')}{where} (no checkpoint in git); "
+                f"metrics match the record (max rel. diff {float(info.get('max_rel_diff', 0.0)):.1e})")
     differ = list(info.get("differ", []))
-    return (f"**Retrained weights differ:** {name} was retrained on {info.get('date')} to recover its checkpoint "
-            f"(no checkpoint in git) and its metrics differ from the record by up to "
+    return (f"**Retrained weights differ:** {name} was retrained on {info.get('date')}{where} to recover its "
+            f"checkpoint (no checkpoint in git) and its metrics differ from the record by up to "
             f"{100 * float(info.get('max_rel_diff', 0.0)):.2g} % ({'; '.join(differ[:3])}): the analysis reads the "
             "retrained weights, the table's trained-run numbers are the record's")
 
@@ -148,7 +180,8 @@ def recover_in_pool(run_dirs: Iterable[Path], pool: str, workers: int, key: str 
     else:
         from joblib import Parallel, delayed
 
+        threads = max(1, workers // n) if pool == "joblib" else None
         results = Parallel(n_jobs=n, backend="loky", return_as="generator_unordered")(
-            delayed(recover_checkpoint)(d) for d in todo)
+            delayed(recover_checkpoint)(d, fallback_threads=threads) for d in todo)
     for i, _ in enumerate(results, 1):
         print(f"{label}weights recovered {i}/{len(todo)} ({time.time() - t0:.0f} s)", flush=True)

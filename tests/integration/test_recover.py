@@ -58,3 +58,35 @@ def test_an_edited_record_is_refused(compose, results_dir):
     with pytest.raises(RunNotUsableError, match="hashes to run id"):
         recover_checkpoint(rd)
     assert not has_checkpoint(rd)
+
+
+def test_a_record_trained_on_a_gpu_is_recovered_on_the_cpu_and_says_so(compose, results_dir, monkeypatch):
+    """fsn's cpu tables read runs trained with ``trainer=gpu``; on a CPU-only machine Lightning refuses that
+    accelerator ("No supported gpu backend found"), so the recovery retrains on the CPU with only the device keys
+    changed. Built here from a CPU run whose record is re-filed under its ``trainer=gpu`` variant's id: the fallback
+    must give back exactly the CPU run's weights, keep the record's id and metrics, and say what it did."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cpu_cfg = compose(SMOKE + [f"paths.results_dir={results_dir}"])
+    assert train(cpu_cfg)["status"] == "ok"
+    cpu_dir = run_dir_for(cpu_cfg)
+    gpu_cfg = compose(SMOKE + [f"paths.results_dir={results_dir}", "trainer=gpu"])
+    gpu_dir = run_dir_for(gpu_cfg)
+    assert gpu_dir != cpu_dir  # the device keys are part of the id (a device-only variant serves the cell)
+    gpu_dir.mkdir(parents=True)
+    for f in ("status.json", "metrics.json", "history.csv"):
+        shutil.copy(cpu_dir / f, gpu_dir / f)
+    from omegaconf import OmegaConf
+
+    OmegaConf.save(gpu_cfg, gpu_dir / "config.yaml")
+    status = json.loads((gpu_dir / "status.json").read_text())
+    (gpu_dir / "status.json").write_text(json.dumps({**status, "run_id": gpu_dir.name, "device": "cuda: NVIDIA H200"}))
+
+    note = recover_checkpoint(gpu_dir)
+    assert has_checkpoint(gpu_dir) and "retrained on the CPU" in note and "cuda: NVIDIA H200" in note
+    before = model_state_dict(cpu_dir / "checkpoints" / "last.ckpt")
+    after = model_state_dict(gpu_dir / "checkpoints" / "last.ckpt")
+    assert all(torch.equal(before[k], after[k]) for k in before)  # same config on the same CPU: same weights
+    info = json.loads((gpu_dir / "status.json").read_text())["checkpoint_recovered"]
+    assert info["metrics_match"] and "trainer.accelerator=gpu" in info["device_fallback"]
+    assert yaml.safe_load((gpu_dir / "config.yaml").read_text())["trainer"]["accelerator"] == "gpu"  # record kept
+    assert not list(gpu_dir.parent.glob(".recover-*"))

@@ -23,7 +23,7 @@ def _record(d: Path, status: str = "ok", ckpt: bool = False) -> Path:
     return d
 
 
-def _fake_recover(run_dir: Path) -> str:
+def _fake_recover(run_dir: Path, **_: object) -> str:
     """Stands in for a retraining: writes the checkpoint and the pid of the process that did it."""
     (Path(run_dir) / "checkpoints").mkdir()
     (Path(run_dir) / "checkpoints" / "last.ckpt").write_text(str(os.getpid()))
@@ -61,7 +61,7 @@ def test_joblib_recovers_in_worker_processes(tmp_path, monkeypatch, capsys):
 def test_a_failed_recovery_is_an_error(tmp_path, monkeypatch):
     d = _record(tmp_path / "r")
 
-    def fail(run_dir: Path) -> str:
+    def fail(run_dir: Path, **_: object) -> str:
         raise recover.RunNotUsableError(f"retraining {run_dir} ended with status 'diverged'")
 
     monkeypatch.setattr(recover, "recover_checkpoint", fail)
