@@ -176,7 +176,13 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
                 cand.reason = "not answerable at this budget: " + checked.claim.not_answerable[budget]
                 continue
             if load_spec(key).kind != "runs":
-                cand.reason = "analysis table: its cells are computed from other tables' runs, not seeds of its own"
+                cells = read_cells(table_csv(results, key, budget))
+                ns = [_float(cells.get((str(r["row"]), str(r["column"])), {}).get("n")) for r in _cell_refs(checked)]
+                repeated = int(max((n for n in ns if math.isfinite(n)), default=0))
+                cand.reason = ("analysis table: its cells are computed from other tables' runs, not seeds of its own"
+                               + (f"; its n = {repeated} are repeated measurements of its own protocol (timed "
+                                  "trials): more come from the spec's budget, not from extra seeds"
+                                  if repeated > 1 else ""))
                 continue
             cells = read_cells(table_csv(results, key, budget))
             effect, spread, n, lo, hi = _effect_spread(checked, cells)
