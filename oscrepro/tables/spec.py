@@ -123,10 +123,16 @@ class TableSpec:
 
     def below_paper(self, budget: str) -> bool:
         """Whether a build at ``budget`` is below the paper's: any budget but ``paper``, except for an analysis
-        table without a setting for it under ``analysis.budgets``, which runs the paper's protocol unchanged (an
-        analysis of scaled-down runs lists its budget there, e.g. osciformer Tables 10-11). The table header and
-        the figure captions (``analysis.figures.header_caption``) both say what this says."""
-        return budget != "paper" and not (self.kind == "analysis" and budget not in self.analysis.get("budgets", {}))
+        table that runs the paper's protocol unchanged there: no setting for the budget under ``analysis.budgets``
+        and no budget note saying how it departs (a note that starts "same as paper" says it does not). An analysis
+        of scaled-down runs says so in one of the two: osciformer Tables 10-11 list the budget under
+        ``analysis.budgets``; fqo Table 6 reads Table 4's cpu models with the paper's protocol, and its budget note
+        says the models are less trained. The table header and the figure captions
+        (``analysis.figures.header_caption``) both say what this says."""
+        if budget == "paper" or self.kind != "analysis" or budget in self.analysis.get("budgets", {}):
+            return budget != "paper"
+        note = str(self.budget_notes.get(budget) or "").strip()
+        return bool(note) and not note.lower().startswith("same as paper")
 
     def cell_overrides(self, row_idx: int, col_name: str, budget: str, extra: list[str]) -> list[str]:
         """Hydra overrides (without seed) of one (row, column) cell: experiment, budget, row, column, extra."""
