@@ -114,6 +114,15 @@ def peak_memory_mb(fn: Callable[[nn.Module, Tensor], None], block: nn.Module, x:
     return (static + max(total for _, _, total in events) - before) / 2**20
 
 
+def paired_ratios(numerator: list[float], denominator: list[float], what: str = "trial") -> list[float]:
+    """``numerator[i] / denominator[i]`` per round ``i`` of :func:`measure_alternating` (the two timed back to back
+    in the same round), so load that drifts over a build cancels in each ratio. Unequal counts raise ValueError
+    ("<what> counts differ"): a ratio of unpaired times would not cancel anything."""
+    if len(numerator) != len(denominator):
+        raise ValueError(f"{what} counts differ: {len(numerator)} vs {len(denominator)}")
+    return [a / b for a, b in zip(numerator, denominator, strict=True)]
+
+
 def measure_alternating(blocks: dict[str, nn.Module], x: Tensor, fn: Callable[[nn.Module, Tensor], None],
                         warmup: int, trials: int) -> dict[str, tuple[list[float], list[float]]]:
     """Alternate the modules trial by trial so background load affects all of them equally.

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import shutil
 import tempfile
 import time
@@ -31,6 +30,7 @@ from omegaconf import OmegaConf
 from oscrepro.runs.compose import CKPT_NAME, RunNotUsableError, compose_run
 from oscrepro.runs.lookup import DEVICE_KEYS
 from oscrepro.runs.record import RunRecord, load_record_config, run_id
+from oscrepro.tables.launch import cores
 
 log = logging.getLogger(__name__)
 # metrics that measure the machine, not the model: never compared
@@ -84,8 +84,8 @@ def recover_checkpoint(run_dir: Path, rtol: float = 1e-4, fallback_threads: int 
                                 "was edited or written by an incompatible version; retrain it with its table")
     fallback = cpu_fallback(cfg, record.status().get("device", "an accelerator"))
     if fallback:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        cfg.torch_threads = fallback_threads or min(int(cfg.get("torch_threads") or cores), cores)
+        n_cores = cores()
+        cfg.torch_threads = fallback_threads or min(int(cfg.get("torch_threads") or n_cores), n_cores)
     t0 = time.time()
     log.info("run %s: its record has no checkpoint (records are kept in git without weights); retraining it from "
              "its recorded config to recover the weights%s", run_dir, f" ({fallback})" if fallback else "")

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from hydra.utils import instantiate
 from torch import Tensor, nn
 
-from oscrepro.bench.harness import measure_alternating, peak_memory_mb
+from oscrepro.bench.harness import measure_alternating, paired_ratios, peak_memory_mb
 from oscrepro.runs.compose import compose_run
 from oscrepro.tables.values import SeedStat
 
@@ -115,9 +115,7 @@ def build_model(experiment: str, overrides: list[str], compose_budget: str, voca
 def trial_ratios(base: list[float], value: list[float]) -> SeedStat:
     """Rel per timed trial: Standard's time over the variant's in the same alternation round (ratio of times =
     ratio of tok/s, variant over Standard), as mean ± std over the trials."""
-    if len(base) != len(value):
-        raise ValueError(f"trial counts differ: {len(base)} vs {len(value)}")
-    return SeedStat.of([b / v for b, v in zip(base, value, strict=True)], 3, show_n=True)
+    return SeedStat.of(paired_ratios(base, value), 3, show_n=True)
 
 
 def coupledqk_table10(out_dir: Path, budget: str, results_dir: Path, experiment: str, rows: list[dict[str, Any]],

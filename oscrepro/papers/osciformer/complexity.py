@@ -52,7 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from oscrepro.bench.harness import _fwd, _fwd_bwd, attention_factory, measure_alternating, peak_memory_mb
+from oscrepro.bench.harness import _fwd, _fwd_bwd, attention_factory, measure_alternating, paired_ratios, peak_memory_mb
 from oscrepro.papers.osciformer.kernel_bench import _Timed, xor_times
 from oscrepro.tables.run_helpers import num_threads
 from oscrepro.tables.values import Num, SeedStat
@@ -158,9 +158,7 @@ def medians(samples: Samples) -> dict[tuple[int, ...], dict[str, float]]:
 def paired_ratio(cf: list[float], num: list[float]) -> float:
     """Mean over trials of closed form / ODE, trial i with trial i (timed in the same alternation round; memory:
     the same round), so load that drifts over the build cancels in each ratio."""
-    if len(cf) != len(num):
-        raise ValueError(f"trial counts differ: {len(cf)} vs {len(num)}")
-    return statistics.fmean(c / n for c, n in zip(cf, num, strict=True))
+    return statistics.fmean(paired_ratios(cf, num))
 
 
 def _memory_spread(samples: Samples) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from oscrepro.bench.epoch_ratio import measure, table_mechanisms
+from oscrepro.bench.harness import paired_ratios
 from oscrepro.tables.run_helpers import num_threads
 from oscrepro.tables.values import Num, SeedStat
 
@@ -57,9 +58,7 @@ def epoch_times(experiment: str, budget: str, lengths: list[int], mechanisms: li
 def repeat_ratios(reference: list[float], value: list[float]) -> SeedStat:
     """The speed-up per repeat: the mechanism's step time over the reference's timed in the same round, as mean ±
     std over the repeats (n shown). Pairing by round keeps load that drifts between rounds out of each ratio."""
-    if len(reference) != len(value):
-        raise ValueError(f"repeat counts differ: {len(reference)} vs {len(value)}")
-    return SeedStat.of([v / r for r, v in zip(reference, value, strict=True)], 2, show_n=True)
+    return SeedStat.of(paired_ratios(value, reference, what="repeat"), 2, show_n=True)
 
 
 def osciformer_fig2_time(out_dir: Path, budget: str, results_dir: Path, name: str, experiment: str,

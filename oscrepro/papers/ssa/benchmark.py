@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from oscrepro.bench.harness import run_bench
+from oscrepro.bench.harness import paired_ratios, run_bench
 from oscrepro.tables.values import SeedStat
 
 Table = tuple[list[str], list[dict[str, Any]], list[str]]
@@ -59,9 +59,7 @@ def paired_time_ratios(base: list[float], cand: list[float]) -> SeedStat:
     """OSN over TF time per trial: ``cand[i] / base[i]``, the two timed back to back in alternation round ``i``
     (ratio of times > 1: the OSN block is slower), as mean ± std over the trials (3 decimals, n shown). Pairing by
     round, not comparing medians, is what cancels load that drifts over the build."""
-    if len(base) != len(cand):
-        raise ValueError(f"trial counts differ: {len(base)} vs {len(cand)}")
-    return SeedStat.of([c / b for b, c in zip(base, cand, strict=True)], 3, show_n=True)
+    return SeedStat.of(paired_ratios(cand, base), 3, show_n=True)
 
 
 def _ratios(run: dict[str, Any], pass_: str, clock: int) -> SeedStat:
