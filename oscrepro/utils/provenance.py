@@ -15,17 +15,24 @@ import oscrepro
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def git_commit() -> str:
-    """Short commit hash of the repo, with ``+dirty`` when tracked files differ; ``unknown`` outside git.
+#: Paths that are outputs, not code: the table engine writes ``results/``, and ``python -m oscrepro.claims.decide``
+#: writes the seed counts it decided to ``conf/decide/`` between its looks (each run's own ``config.yaml`` records its
+#: seed, and the ledger ``results/decide/<budget>.json`` the looks). Changes there do not make a build ``+dirty``.
+OUTPUT_PATHS = ("results", "conf/decide")
 
-    Files under ``results/`` are outputs, not code: rebuilding one table must not mark the next one dirty.
+
+def git_commit(root: Path = REPO_ROOT) -> str:
+    """Short commit hash of the repo at ``root``, with ``+dirty`` when tracked code differs; ``unknown`` outside git.
+
+    Files under :data:`OUTPUT_PATHS` are outputs, not code: rebuilding one table, or a decide look raising a row's
+    seed count, must not mark the next build dirty.
     """
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                ":(exclude)results"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        excludes = [f":(exclude){path}" for path in OUTPUT_PATHS]
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *excludes],
+                               cwd=root, capture_output=True, text=True, check=True).stdout.strip()
         return sha + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -1,0 +1,45 @@
+"""``git_commit``: code changes mark a build ``+dirty``; tool-written outputs (results/, conf/decide/) do not."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from oscrepro.utils.provenance import git_commit
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    for rel in ("oscrepro/model.py", "conf/decide/cpu.yaml", "conf/train.yaml", "results/t.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("a\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
+    return tmp_path
+
+
+def test_clean_tree_names_the_commit(repo: Path) -> None:
+    assert not git_commit(repo).endswith("+dirty") and git_commit(repo) != "unknown"
+
+
+@pytest.mark.parametrize("rel", ["results/t.md", "conf/decide/cpu.yaml"])
+def test_outputs_do_not_dirty(repo: Path, rel: str) -> None:
+    (repo / rel).write_text("b\n")
+    assert not git_commit(repo).endswith("+dirty")
+
+
+@pytest.mark.parametrize("rel", ["oscrepro/model.py", "conf/train.yaml"])
+def test_code_and_config_dirty(repo: Path, rel: str) -> None:
+    (repo / rel).write_text("b\n")
+    assert git_commit(repo).endswith("+dirty")
+
+
+def test_outside_git_is_unknown(tmp_path: Path) -> None:
+    assert git_commit(tmp_path / "nowhere") == "unknown"
