@@ -5,9 +5,10 @@ inflates false positives; stopping at the paper's seed count leaves cheap decisi
 neither:
 
 1. **Candidates.** Every empirical claim judged at ``budget`` whose verdict is inconclusive and whose cells are
-   seed runs of a runs table (``difference``, ``equivalent`` and non-exact ``within`` checks; analysis cells,
-   exact checks and claims the spec marks not answerable at this budget are listed with the reason they are left
-   out).
+   seed runs of a runs table (``difference``, ``equivalent``, non-exact ``within``, ``ordering`` and ``trend``
+   checks; analysis cells, exact checks, seed-spread ratios and claims the spec marks not answerable at this budget
+   are listed with the reason they are left out). A claim whose cells have one seed (no spread, so no power) is a
+   *pilot*: trained to its design's first look (3 seeds), ranked at :data:`oscrepro.claims.power.PILOT_POWER`.
 2. **What deciding costs.** For each candidate and each per-cell seed count N up to the seed cap, the *predictive
    power* of the final look (Spiegelhalter, Freedman & Blackburn 1986): the probability, under a flat prior on the
    effect given the seeds so far, that the interval at N seeds — at the group-sequential level of that look
@@ -15,7 +16,8 @@ neither:
    uncertainty of the observed effect (its standard error enters the predictive variance), so a lucky 3-seed gap
    does not look cheaper than it is. The cost of N is the extra runs of every row the claim reads (all run-backed
    columns of a row share its seeds) times their mean recorded run time (``wall_time_s`` × ``torch_threads`` in
-   core-seconds). Candidates are ranked by the smallest cost per expected decision, cost(N) / power(N).
+   core-seconds). Candidates are ranked by the smallest cost per expected decision, cost(N) / power(N). The power
+   of each check kind: :mod:`oscrepro.claims.power` (closed forms; a seeded simulation for orderings).
 3. **Looks.** Without ``--dry-run`` the cheapest candidates that fit the core-hours are extended to their *next
    planned look* (not straight to N: the design stops a claim at its first decisive look), their missing runs are
    trained in one pool (the table engine's launcher), their tables re-rendered, and the look's verdict is written
@@ -40,10 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from scipy import stats
 
 from oscrepro.claims import sequential as S
 from oscrepro.claims.ledger import ledger_path, load_ledger
+from oscrepro.claims.power import PILOT_POWER, ordering_power, predictive_power, trend_power
 from oscrepro.claims.scoreboard import (
     Checked,
     ClaimError,
@@ -60,7 +62,9 @@ from oscrepro.runs.record import atomic_write_text
 from oscrepro.tables.spec import available_tables, decided_seeds, decided_seeds_path, load_spec
 
 DEFAULT_CAP = 10  # seeds per cell at most: beyond it a claim's effect is too small for this budget to matter
-KINDS = ("difference", "within", "equivalent")
+KINDS = ("difference", "within", "equivalent", "ordering", "trend")
+MIN_POWER = 0.1  # below it more seeds are not expected to decide the claim at a price worth paying: left out
+PILOT_N = 3  # a pilot's first look: the smallest seed count with a spread worth judging (2 leaves 1 df per cell)
 
 
 @dataclass
@@ -76,6 +80,7 @@ class Candidate:
     cost_s: float = math.nan
     reason: str = ""  # why it is left out (empty for a live candidate)
     looks: list[int] = field(default_factory=list)
+    pilot: bool = False  # n = 1: no spread, so no power; trained to the design's first look (module docstring)
 
     @property
     def key(self) -> str:
@@ -83,34 +88,14 @@ class Candidate:
 
     @property
     def score(self) -> float:
-        """Core-seconds per expected decision (lower is better)."""
-        return self.cost_s / self.power if self.power > 0 else math.inf
+        """Core-seconds per expected decision (lower is better); a pilot's power is :data:`PILOT_POWER`."""
+        power = PILOT_POWER if self.pilot else self.power
+        return self.cost_s / power if power > 0 else math.inf
 
 
 def _cell_refs(checked: Checked) -> list[dict[str, str]]:
     c = checked.claim.check
     return list(c.get("cells") or [c[k] for k in ("a", "b") if k in c])
-
-
-def predictive_power(effect: float, spread: float, n_now: int, n_final: int, level: float, lo: float,
-                     hi: float | None = None) -> float:
-    """Probability that the interval at ``n_final`` seeds decides, given the estimate ``effect`` at ``n_now``.
-
-    ``spread``: the effect's standard deviation for one seed per cell (√(s_a² + s_b²) for a difference, s for one
-    cell), so its standard error at n seeds is spread/√n. Under a flat prior the final estimate is
-    N(effect, spread²·(N − n)/(N·n)) (the seeds so far are part of it). The interval half-width at N is
-    t(level, N − 1)·spread/√N. ``difference``: decided when the final interval excludes ``lo`` (the margin).
-    ``within`` (``hi`` given, band [lo, hi]): decided when it lies inside the band or wholly outside it.
-    """
-    if n_final <= n_now or not (math.isfinite(effect) and math.isfinite(spread) and spread > 0):
-        return 0.0
-    sd = spread * math.sqrt((n_final - n_now) / (n_final * n_now))
-    half = float(stats.t.ppf(0.5 + level / 2, n_final - 1)) * spread / math.sqrt(n_final)
-    above = lambda x: float(stats.norm.sf((x - effect) / sd))  # noqa: E731  P(final estimate > x)
-    if hi is None:
-        return above(lo + half) + (1.0 - above(lo - half))
-    inside = max(0.0, above(lo + half) - above(hi - half)) if hi - lo > 2 * half else 0.0
-    return inside + above(hi + half) + (1.0 - above(lo - half))
 
 
 def _effect_spread(checked: Checked, cells: dict) -> tuple[float, float, int, float, float | None]:
@@ -127,6 +112,30 @@ def _effect_spread(checked: Checked, cells: dict) -> tuple[float, float, int, fl
     target = _float(_cell(cells, c["a"], claim).get("paper_mean")) if c["target"] == "paper" else float(c["target"])
     tol = float(c["tol"])
     return a.mean - target, a.std, a.n, -tol, tol
+
+
+def _claim_n(checked: Checked, cells: dict) -> int:
+    """Seeds per cell the claim reads: the smallest n over its cells (a look's n)."""
+    return min(_stats(cells, r, checked.claim).n for r in _cell_refs(checked))
+
+
+def _power(checked: Checked, cells: dict, n_final: int, level: float) -> float:
+    """Predictive power of the claim's look at ``n_final`` seeds per cell (:mod:`oscrepro.claims.power`)."""
+    c, claim = checked.claim.check, checked.claim
+    if c["kind"] == "ordering":
+        return ordering_power([_stats(cells, r, claim) for r in c["cells"]], c["direction"], n_final, level)
+    if c["kind"] == "trend":
+        return trend_power([float(x) for x in c["x"]], [_stats(cells, r, claim) for r in c["cells"]], n_final, level)
+    effect, spread, n, lo, hi = _effect_spread(checked, cells)
+    return predictive_power(effect, spread, n, n_final, level, lo, hi)
+
+
+def _no_spread(checked: Checked, cells: dict) -> str:
+    """Why the claim's cells give no spread to plan from, or "" when they do."""
+    refs = [_stats(cells, r, checked.claim) for r in _cell_refs(checked)]
+    if any(s.n >= 2 and not math.isfinite(s.std) for s in refs):
+        return "a cell without a seed spread (a delta column: judge its two source columns)"
+    return ""
 
 
 def _run_cost(key: str, budget: str, rows: list[str], results: Path) -> tuple[float, int]:
@@ -167,7 +176,7 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
             if checked.verdict.status != "inconclusive":
                 continue
             c = checked.claim.check
-            cand = Candidate(checked, sorted({str(r["row"]) for r in _cell_refs(checked)}), 0, math.nan)
+            cand = Candidate(checked, list(dict.fromkeys(str(r["row"]) for r in _cell_refs(checked))), 0, math.nan)
             out.append(cand)
             if c["kind"] not in KINDS or (c["kind"] == "within" and c.get("exact")):
                 cand.reason = f"{c['kind']}{' (exact)' if c.get('exact') else ''} checks are not decided by seeds"
@@ -185,14 +194,14 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
                                   if repeated > 1 else ""))
                 continue
             cells = read_cells(table_csv(results, key, budget))
-            effect, spread, n, lo, hi = _effect_spread(checked, cells)
-            cand.n_now = n
-            if n < 2 or not math.isfinite(spread):
-                cand.reason = (f"n = {n}: no spread to plan from (train a second seed first)" if n < 2 else
-                               "a cell without a seed spread (a delta column: judge its two source columns)")
+            n = cand.n_now = _claim_n(checked, cells)
+            cand.reason = _no_spread(checked, cells)
+            if cand.reason:
                 continue
             entry = ledger.get(cand.key)
-            cand.looks = list(entry["schedule"]) if entry else S.plan_looks(n, max(cap, n))
+            cand.pilot = n < 2 and not entry
+            cand.looks = (list(entry["schedule"]) if entry
+                          else S.plan_looks(PILOT_N if cand.pilot else n, max(cap, n, PILOT_N)))
             if n >= cap or not cand.looks or n >= cand.looks[-1]:
                 cand.reason = f"at the seed cap ({n} ≥ {cap})"
                 continue
@@ -200,16 +209,23 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
             if not math.isfinite(cand.run_s):
                 cand.reason = "no finished record with a run time to cost it"
                 continue
+            if cand.pilot:  # no spread: the first look is the price of the first interval
+                cand.best_n, cand.power, cand.cost_s = cand.looks[0], math.nan, cand.run_s * (cand.looks[0] - n)
+                continue
             levels = S.look_levels(cand.looks)
             for n_final, level in zip(cand.looks, levels, strict=True):
                 if n_final <= n:
                     continue
-                power = predictive_power(effect, spread, n, n_final, level, lo, hi)
+                power = _power(checked, cells, n_final, level)
                 cost = cand.run_s * (n_final - n)
                 if power > 0 and (cand.best_n is None or cost / power < cand.score):
                     cand.best_n, cand.power, cand.cost_s = n_final, power, cost
-            if cand.best_n is None:
-                cand.reason = f"no predictive power up to {cap} seeds (spread {spread:.3g}, effect {effect:.3g})"
+            if cand.best_n is None or cand.power < MIN_POWER:
+                best = f"{cand.power:.2f} at N = {cand.best_n}" if cand.best_n else "0"
+                cand.reason = (f"predictive power below {MIN_POWER:g} up to {cap} seeds (best {best}"
+                               + ("; the lack-of-fit reading of the slope does not narrow with seeds"
+                                  if c["kind"] == "trend" else "") + "): more seeds are not expected to decide it")
+                cand.best_n = None
     return sorted(out, key=lambda c: (bool(c.reason), c.score, c.key))
 
 
@@ -218,12 +234,15 @@ def render_plan(cands: list[Candidate], budget: str, core_hours: float) -> str:
     live = [c for c in cands if not c.reason]
     lines = [f"# Decide plan at `{budget}` ({core_hours:g} core-hours)", "",
              "Inconclusive empirical claims ranked by core-seconds per expected decision (predictive power at the "
-             "group-sequential level of the look; `python -m oscrepro.claims.decide`).", "",
+             "group-sequential level of the look; `python -m oscrepro.claims.decide`). A *pilot* has one seed per "
+             f"cell, so no spread and no power: it is trained to its first look, ranked as if its power were "
+             f"{PILOT_POWER:g}.", "",
              "| rank | claim | table | rows | n now | looks | best N | power | cost (core-min) | per decision |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for i, c in enumerate(live, 1):
         lines.append(f"| {i} | {c.checked.claim.id} | {c.checked.claim.table} | {'; '.join(c.rows)} | {c.n_now} | "
-                     f"{', '.join(map(str, c.looks))} | {c.best_n} | {c.power:.2f} | {c.cost_s / 60:.1f} | "
+                     f"{', '.join(map(str, c.looks))} | {c.best_n} | {'pilot' if c.pilot else f'{c.power:.2f}'} | "
+                     f"{c.cost_s / 60:.1f} | "
                      f"{c.score / 60:.1f} |")
     lines += ["", f"Left out ({len(cands) - len(live)}):", ""]
     lines += [f"- {c.checked.claim.id} ({c.checked.claim.table}): {c.reason}" for c in cands if c.reason]
@@ -251,7 +270,7 @@ def take_look(cand: Candidate, results: Path, budget: str) -> dict:
     entry = ledger.setdefault(cand.key, {"claim": cand.checked.claim.id, "table": cand.checked.claim.table,
                                          "schedule": cand.looks, "looks": []})
     cells = read_cells(table_csv(results, cand.checked.claim.table, budget))
-    n = _effect_spread(cand.checked, cells)[2]
+    n = _claim_n(cand.checked, cells)
     looks = entry["schedule"]
     k = len(entry["looks"])  # the next planned look
     if k >= len(looks) or n != looks[k]:
@@ -296,8 +315,8 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
                       flush=True)
             return looks
         for c in chosen:
-            if c.key not in load_ledger(results, budget):  # look 1: the seeds it has, judged at the design's level
-                take_look(c, results, budget)
+            if c.key not in load_ledger(results, budget) and not c.pilot:  # look 1: the seeds it has, at the
+                take_look(c, results, budget)                              # design's level (a pilot has no look yet)
             write_decided(budget, c.checked.claim.table, c.rows, min(m for m in c.looks if m > c.n_now))
         tables = sorted({c.checked.claim.table for c in chosen})
         # planned as a build plans them (matched widths, device-only variants): the runs the tables will read
