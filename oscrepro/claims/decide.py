@@ -261,9 +261,28 @@ def write_decided(budget: str, key: str, rows: list[str], n: int, conf_dir: Path
                       + yaml.safe_dump(table, sort_keys=True, allow_unicode=True))
 
 
-def take_look(cand: Candidate, results: Path, budget: str) -> dict:
+def _core_s(record_dirs: list[Path]) -> float:
+    """Core-seconds (``wall_time_s`` × ``torch_threads``) the finished records in ``record_dirs`` took."""
+    total = 0.0
+    for d in record_dirs:
+        path = Path(d) / "status.json"
+        st = json.loads(path.read_text()) if path.exists() else {}
+        total += float(st.get("wall_time_s") or 0) * float(st.get("torch_threads") or 1)
+    return total
+
+
+def _row_runs(key: str, budget: str, rows: list[str], results: Path) -> set[Path]:
+    """The run dirs a build of ``key`` reads for ``rows`` (every run-backed column, every seed)."""
+    from oscrepro.tables.build import planned_cells
+
+    spec, cells, _ = planned_cells(load_spec(key), budget, results, [])
+    return {r.run_dir for (ri, _col), reqs in cells.items() if spec.rows[ri].label in rows for r in reqs}
+
+
+def take_look(cand: Candidate, results: Path, budget: str, core_s: float | None = None) -> dict:
     """Judge ``cand``'s claim on its re-rendered table at the level of the look its seeds reached; append the look
-    to the ledger and return it."""
+    to the ledger and return it. ``core_s``: what the runs trained for this look's rows took (the closing note's
+    per-claim cost; a run two claims read is counted in both)."""
     from oscrepro.claims.scoreboard import check_claim
 
     ledger = load_ledger(results, budget)
@@ -282,6 +301,8 @@ def take_look(cand: Candidate, results: Path, budget: str) -> dict:
     verdict = check_claim(type(claim)(**{**claim.__dict__, "check": {**claim.check, "level": level}}), cells)
     look = {"look": k + 1, "n": n, "level": level, "status": verdict.status, "effect": verdict.effect,
             "ci": list(verdict.ci), "detail": verdict.detail}
+    if core_s is not None:
+        look["core_s"] = round(core_s, 1)
     entry["looks"].append(look)
     path = ledger_path(results, budget)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -332,8 +353,10 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         for key in tables:
             build_table(key, budget, results_dir=results, render_only=True)
             refresh_table_claims(key, budget, results)
+        trained = {r.run_dir for r in missing}
         for c in chosen:
-            look = take_look(c, results, budget)
+            mine = sorted(trained & _row_runs(c.checked.claim.table, budget, c.rows, results))
+            look = take_look(c, results, budget, _core_s(mine))
             looks.append({"claim": c.key, **look})
             print(f"[decide] {c.key}: look {look['look']} at n={look['n']} → {look['status']}", flush=True)
         print(f"[decide] spent {spent / 3600:.2f} of {core_hours:g} core-hours ({time.time() - t0:.0f} s wall)",

@@ -82,3 +82,22 @@ def test_ledger_verdict_first_decisive_look_wins():
     assert pending.status == "inconclusive" and "next look at n = 5" in pending.detail
     with pytest.raises(ValueError, match="judged at level 0.95"):  # a look judged at the fixed 95 % is refused
         ledger_verdict({"schedule": [3, 5, 8], "looks": [_look(1, 3, "holds", 0.95)]})
+
+
+def test_core_seconds_of_trained_records(tmp_path: Path):
+    """A look's cost: wall time × threads of each finished record; a record without a status counts nothing."""
+    import json
+
+    from oscrepro.claims.decide import _core_s
+
+    for name, wall, threads in (("a", 100.0, 1), ("b", 50.0, 2)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "status.json").write_text(json.dumps({"wall_time_s": wall, "torch_threads": threads}))
+    (tmp_path / "c").mkdir()
+    assert _core_s([tmp_path / "a", tmp_path / "b", tmp_path / "c"]) == pytest.approx(200.0)
+
+
+def test_ledger_look_with_cost_still_judged():
+    lv = look_levels([3, 5])
+    entry = {"schedule": [3, 5], "looks": [{**_look(1, 3, "holds", lv[0]), "core_s": 1234.5}]}
+    assert ledger_verdict(entry).status == "holds"
