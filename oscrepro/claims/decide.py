@@ -27,9 +27,13 @@ neither:
 
 Extra seeds are ordinary runs of the spec's cells: the decided per-row seed counts live in
 ``conf/decide/<budget>.yaml`` (``{<paper>/<table>: {<row label>: n}}``), which :meth:`TableSpec.seeds_for` reads,
-so a plain table build shows them and never retrains them. They are new cells x seeds, so the golden-config
-snapshot gains them: after a decide run, regenerate it (``python tests/fixtures/make_golden_configs.py``; the run
-prints this) and check that it only adds cells.
+so a plain table build shows them and never retrains them. An analysis table whose cells are seeds of its own runs
+names the adapter argument that counts them (``analysis.seeds_arg``: osciformer Figure 5's forecast seeds,
+coupledqk Table 7's fine-tuning seeds); its decided count is kept under the pseudo row ``(analysis seeds)``
+(:meth:`TableSpec.analysis_seeds`), its look is a full build of the table (the adapter trains the new seeds), and
+its cost per seed is what its experiment's records took over its seed count. They are new cells x seeds, so the
+golden-config snapshot gains them: after a decide run, regenerate it (``python
+tests/fixtures/make_golden_configs.py``; the run prints this) and check that it only adds cells.
 """
 
 from __future__ import annotations
@@ -59,7 +63,15 @@ from oscrepro.claims.scoreboard import (
 )
 from oscrepro.runs.compose import CONF_DIR
 from oscrepro.runs.record import atomic_write_text
-from oscrepro.tables.spec import available_tables, decided_seeds, decided_seeds_path, load_spec
+from oscrepro.tables.spec import (
+    ANALYSIS_SEEDS,
+    SEEDS_ARG,
+    TableSpec,
+    available_tables,
+    decided_seeds,
+    decided_seeds_path,
+    load_spec,
+)
 
 DEFAULT_CAP = 10  # seeds per cell at most: beyond it a claim's effect is too small for this budget to matter
 KINDS = ("difference", "within", "equivalent", "ordering", "trend")
@@ -81,6 +93,7 @@ class Candidate:
     reason: str = ""  # why it is left out (empty for a live candidate)
     looks: list[int] = field(default_factory=list)
     pilot: bool = False  # n = 1: no spread, so no power; trained to the design's first look (module docstring)
+    analysis: bool = False  # an analysis table's own seed runs (analysis.seeds_arg): its build trains them
 
     @property
     def key(self) -> str:
@@ -161,6 +174,23 @@ def _run_cost(key: str, budget: str, rows: list[str], results: Path) -> tuple[fl
     return sum(per_run.values()), len(per_run)
 
 
+def _experiment_records(spec: TableSpec, results: Path) -> list[Path]:
+    """The run records under ``results/runs/<analysis.experiment>/`` (an analysis table's own seed runs)."""
+    exp = spec.analysis.get("experiment")
+    root = Path(results) / "runs" / str(exp) if exp else None
+    return sorted(d for d in root.iterdir() if (d / "status.json").exists()) if root and root.is_dir() else []
+
+
+def _analysis_seed_cost(spec: TableSpec, budget: str, results: Path) -> float:
+    """Core-seconds of one more seed of an analysis table's own runs: what its finished records under
+    ``results/runs/<analysis.experiment>/`` took, over its current seed count (records of that experiment that
+    another table trained count too, so this errs high); nan when there are none."""
+    done = [d for d in _experiment_records(spec, results)
+            if json.loads((d / "status.json").read_text()).get("status") == "ok"]
+    total = _core_s(done)
+    return total / spec.analysis_seeds(budget) if total > 0 else math.nan
+
+
 def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candidate]:
     """Every inconclusive claim at ``budget`` with what deciding it would take (module docstring), ranked; claims
     left out carry their ``reason``."""
@@ -184,7 +214,8 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
             if getattr(checked.claim, "not_answerable", None) and budget in checked.claim.not_answerable:
                 cand.reason = "not answerable at this budget: " + checked.claim.not_answerable[budget]
                 continue
-            if load_spec(key).kind != "runs":
+            spec = load_spec(key)
+            if spec.kind != "runs" and not spec.analysis.get(SEEDS_ARG):
                 cells = read_cells(table_csv(results, key, budget))
                 ns = [_float(cells.get((str(r["row"]), str(r["column"])), {}).get("n")) for r in _cell_refs(checked)]
                 repeated = int(max((n for n in ns if math.isfinite(n)), default=0))
@@ -193,6 +224,8 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
                                   "trials): more come from the spec's budget, not from extra seeds"
                                   if repeated > 1 else ""))
                 continue
+            if spec.kind != "runs":  # the analysis's own seed runs (analysis.seeds_arg): shared by every row
+                cand.analysis, cand.rows = True, [ANALYSIS_SEEDS]
             cells = read_cells(table_csv(results, key, budget))
             n = cand.n_now = _claim_n(checked, cells)
             cand.reason = _no_spread(checked, cells)
@@ -205,7 +238,8 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
             if n >= cap or not cand.looks or n >= cand.looks[-1]:
                 cand.reason = f"at the seed cap ({n} ≥ {cap})"
                 continue
-            cand.run_s, n_runs = _run_cost(key, budget, cand.rows, results)
+            cand.run_s = (_analysis_seed_cost(spec, budget, results) if cand.analysis
+                          else _run_cost(key, budget, cand.rows, results)[0])
             if not math.isfinite(cand.run_s):
                 cand.reason = "no finished record with a run time to cost it"
                 continue
@@ -339,23 +373,30 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
             if c.key not in load_ledger(results, budget) and not c.pilot:  # look 1: the seeds it has, at the
                 take_look(c, results, budget)                              # design's level (a pilot has no look yet)
             write_decided(budget, c.checked.claim.table, c.rows, min(m for m in c.looks if m > c.n_now))
-        tables = sorted({c.checked.claim.table for c in chosen})
+        tables = sorted({c.checked.claim.table for c in chosen if not c.analysis})
+        own = sorted({c.checked.claim.table for c in chosen if c.analysis})  # analyses that train their own seeds
         # planned as a build plans them (matched widths, device-only variants): the runs the tables will read
         runs = {r.run_dir: r for key in tables
                 for r in unique_runs(planned_cells(load_spec(key), budget, results, [])[1])}
         missing = [r for r in runs.values() if not r.record.finished()]
-        print(f"[decide] look for {len(chosen)} claims over {len(tables)} tables: {len(missing)} runs to train "
-              f"(≈ {cost / 60:.0f} core-min)", flush=True)
+        before = {key: set(_experiment_records(load_spec(key), results)) for key in own}
+        print(f"[decide] look for {len(chosen)} claims over {len(tables) + len(own)} tables: {len(missing)} runs to "
+              f"train{f' and the own seeds of {own}' if own else ''} (≈ {cost / 60:.0f} core-min)", flush=True)
         t0 = time.time()
         launch(missing, launcher, Progress("decide", len(missing), 0), max_workers=workers)
-        spent += sum(float(r.record.status().get("wall_time_s") or 0) * float(r.record.status().get("torch_threads")
-                                                                              or 1) for r in missing)
+        trained = {r.run_dir for r in missing}
         for key in tables:
             build_table(key, budget, results_dir=results, render_only=True)
             refresh_table_claims(key, budget, results)
-        trained = {r.run_dir for r in missing}
+        new_own: dict[str, list[Path]] = {}
+        for key in own:  # a full build: the adapter trains its missing seeds with the spec's launcher
+            build_table(key, budget, results_dir=results, workers=workers)
+            refresh_table_claims(key, budget, results)
+            new_own[key] = sorted(set(_experiment_records(load_spec(key), results)) - before[key])
+        spent += _core_s(sorted(trained)) + sum(_core_s(d) for d in new_own.values())
         for c in chosen:
-            mine = sorted(trained & _row_runs(c.checked.claim.table, budget, c.rows, results))
+            mine = (new_own[c.checked.claim.table] if c.analysis
+                    else sorted(trained & _row_runs(c.checked.claim.table, budget, c.rows, results)))
             look = take_look(c, results, budget, _core_s(mine))
             looks.append({"claim": c.key, **look})
             print(f"[decide] {c.key}: look {look['look']} at n={look['n']} → {look['status']}", flush=True)

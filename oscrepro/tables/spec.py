@@ -121,6 +121,23 @@ class TableSpec:
                                                                                              0)))
         return list(range(n))
 
+    def analysis_seeds(self, budget: str) -> int:
+        """The seed count of an analysis table's own runs (the adapter argument that ``analysis.seeds_arg`` names,
+        e.g. osciformer Figure 5's forecast seeds, coupledqk Table 7's fine-tuning seeds) at ``budget``: the spec's
+        value (``analysis.budgets`` over ``analysis``), raised to what the claims planner decided for the table
+        (``conf/decide/<budget>.yaml``, key :data:`ANALYSIS_SEEDS`). Extra seeds are the adapter's ordinary seeds
+        n..N-1. SpecError when the table names no such argument."""
+        name = self.analysis.get(SEEDS_ARG)
+        if self.kind != "analysis" or not name:
+            raise SpecError(f"table {self.key}: no analysis.{SEEDS_ARG} (the adapter argument that counts its own "
+                            "seed runs)")
+        value = {**self.analysis, **(self.analysis.get("budgets") or {}).get(budget, {})}.get(name)
+        if not isinstance(value, int):
+            raise SpecError(f"table {self.key}: analysis.{SEEDS_ARG} names {name!r}, which is {value!r} at "
+                            f"budget={budget}, not a seed count")
+        decided = decided_seeds(self.path.parents[2], budget).get(self.key, {}).get(ANALYSIS_SEEDS, 0)
+        return max(value, int(decided))
+
     def below_paper(self, budget: str) -> bool:
         """Whether a build at ``budget`` is below the paper's: any budget but ``paper``, except for an analysis
         table that runs the paper's protocol unchanged there: no setting for the budget under ``analysis.budgets``
@@ -197,6 +214,13 @@ def check_extra_overrides(spec: TableSpec, extra: list[str]) -> None:
 
 def available_tables(conf_dir: Path = CONF_DIR) -> list[str]:
     return sorted(str(p.relative_to(conf_dir / "table").with_suffix("")) for p in (conf_dir / "table").rglob("*.yaml"))
+
+
+#: Analysis-table key under which ``analysis.seeds_arg`` names the adapter argument counting the table's own seeds.
+SEEDS_ARG = "seeds_arg"
+#: The pseudo row label under which ``conf/decide/<budget>.yaml`` keeps an analysis table's decided seed count: its
+#: own seed runs are the adapter's, shared by every row.
+ANALYSIS_SEEDS = "(analysis seeds)"
 
 
 def decided_seeds(conf_dir: Path, budget: str) -> dict[str, dict[str, int]]:
