@@ -14,11 +14,12 @@ rendering:
   are empty in the rows where that column holds a plain number (n = 1) or a string.
 
 Analysis adapters return numbers; this module formats them (:func:`cell_text`): a :class:`SeedStat` and a
-:class:`~oscrepro.tables.values.Num` carry their digits; a plain number in a column of the spec's ``formats``
-(``{column: digits | format spec | template}``) is shown so, in the .md and in the csv (the precision the analysis
-stands behind, as the text cells these columns held before; None there is "—" in both); any other float is shown
-with 4 decimals in the .md and written at full precision to the csv; ``None`` is "—" (empty in the csv); text is
-text.
+:class:`~oscrepro.tables.values.Num` carry their digits (a SeedStat in a column of the spec's ``formats`` shows its
+mean and std in that column's format; its csv numbers stay at full precision); a plain number in a column of the
+spec's ``formats`` (``{column: digits | format spec | template}``) is shown so, in the .md and in the csv (the
+precision the analysis stands behind, as the text cells these columns held before; None there is "—" in both); any
+other float is shown with 4 decimals in the .md and written at full precision to the csv; ``None`` is "—" (empty in
+the csv); text is text.
 """
 
 from __future__ import annotations
@@ -132,7 +133,9 @@ def cell_text(value: Any, fmt: str | None = None) -> str:
     ``formats``."""
     if value is None:
         return "—"
-    if isinstance(value, (SeedStat, Num)):
+    if isinstance(value, SeedStat):
+        return value.text(fmt)  # the column's format, where the spec gives one, for the mean and the std
+    if isinstance(value, Num):
         return value.text()
     if fmt is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
         return fmt.format(value)

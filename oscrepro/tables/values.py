@@ -25,7 +25,8 @@ class SeedStat:
     """Mean, sample standard deviation (ddof = 1; nan below two seeds) and count of a quantity over seeds.
 
     ``digits``, ``show_n`` and ``flags`` only say how the .md shows it: ``27.6 ± 2.8``, one seed ``27.6``, with
-    ``show_n`` ``27.6 ± 2.8 (n=3)``, with flags ``… [diverged 1]``; no seed at all renders "—".
+    ``show_n`` ``27.6 ± 2.8 (n=3)``, with flags ``… [diverged 1]``; no seed at all renders "—". A spec ``formats``
+    entry for the column, where there is one, replaces ``digits`` (:meth:`text`).
     """
 
     mean: float
@@ -44,14 +45,19 @@ class SeedStat:
         std = float(v.std(ddof=1)) if len(v) > 1 else math.nan
         return cls(mean, std, len(v), digits, show_n, tuple(flags))
 
-    def text(self) -> str:
-        """The rendering of the .md cell (byte-identical to the adapters' former f-strings)."""
+    def text(self, fmt: str | None = None) -> str:
+        """The rendering of the .md cell (byte-identical to the adapters' former f-strings). ``fmt``: a column's
+        template from the spec's ``formats`` (:func:`column_format`, e.g. ``"{:.2e}"``), applied to the mean and
+        the std alike instead of ``digits`` (a column of errors spanning decades reads in scientific notation)."""
+        def show(x: float) -> str:
+            return fmt.format(x) if fmt else f"{x:.{self.digits}f}"
+
         if self.n == 0:
             text = "—"
         else:
-            text = f"{self.mean:.{self.digits}f}"
+            text = show(self.mean)
             if self.n > 1:
-                text += f" ± {self.std:.{self.digits}f}"
+                text += f" ± {show(self.std)}"
             if self.show_n:
                 text += f" (n={self.n})"
         return text + (f" [{', '.join(self.flags)}]" if self.flags else "")

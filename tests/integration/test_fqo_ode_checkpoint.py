@@ -189,15 +189,22 @@ def test_table6_and_ode_inference_adapters(run_dir, tmp_path):
         out, source_table="fqo/table4", source_column="oscillator",
         rows=[{"label": "TinyStories, d_osc=2", "d_osc": 2, "paper": {"frac": 84.3}}],
         n_seqs=2, scipy_subset=8, sweep={"d_osc": 2, "t_maxes": [1, 30], "method": "closed_form"},
-        runs=SourceRuns({"TinyStories, d_osc=2": [run_dir]}, []), **kw, **ODE)
+        runs=SourceRuns({"TinyStories, d_osc=2": [run_dir, run_dir]}, ["**Excluded:** a diverged seed."]), **kw,
+        **ODE)  # the same model twice stands for two seeds' models of the row
     assert rows[0]["d_osc"] == 2 and rows[0]["paper Frac < 0.01 (%)"] == 84.3 and set(cols) == set(rows[0])
     assert rows[0]["scipy: verdicts agree (%)"] == 100.0  # numbers; the engine formats them with the spec's formats
+    frac = rows[0]["Frac < 0.01 (%)"]
+    assert frac.n == 2 and frac.std == pytest.approx(0.0, abs=1e-9) and rows[0]["run val PPL"].mean == pytest.approx(
+        load_run(run_dir).metrics["val/ppl"])  # one mean ± std over the models: the same model twice, std 0
+    assert rows[0]["run"] == f"{run_dir.name} {run_dir.name}" and notes[-1] == "**Excluded:** a diverged seed."
     shown = {c: cell_text(rows[0][c], column_format(formats[c])) for c in formats}
     assert shown["paper Frac < 0.01 (%)"] == "84.3" and shown["scipy: verdicts agree (%)"] == "100.00"
-    assert shown["paper Degenerate (%)"] == "—"  # no paper value
+    assert shown["Frac < 0.01 (%)"] == f"{frac.mean:.2f} ± 0.00" and shown["paper Degenerate (%)"] == "—"
     assert (out / "fig7.png").stat().st_size > 0 and (out / "fig7a.csv").read_text().count("\n") == 3
     details = json.loads((out / "table6_details.json").read_text())
     assert details["sweep"][0]["frac_converged"] <= details["sweep"][1]["frac_converged"]  # grows with T_max
+    assert len(details["rows"]) == 2 and [("scipy_n_solves" in r) for r in details["rows"]] == [True, False]
+    assert all(r["seed"] == 0 and r["label"] == "TinyStories, d_osc=2" for r in details["rows"])
     with pytest.raises(ode_tables.SpecError, match="d_osc"):
         ode_tables.fqo_table6(out, source_table="fqo/table4", source_column="oscillator",
                               rows=[{"label": "x", "d_osc": 8}], n_seqs=1, scipy_subset=1,

@@ -12,7 +12,7 @@ import pytest
 
 from oscrepro.tables.render import analysis_csv, cell_text, render_analysis_table
 from oscrepro.tables.spec import SpecError, load_spec
-from oscrepro.tables.values import MISSING, Num, column_format
+from oscrepro.tables.values import MISSING, Num, SeedStat, column_format
 
 
 def test_column_formats_are_digits_specs_or_templates() -> None:
@@ -43,6 +43,21 @@ def test_formatted_columns_write_the_shown_text_to_the_csv(tmp_path: Path) -> No
     assert lines[0] == {"Model": "a", "count": "1,234,567", "share": "0.50", "raw": "0.123456789", "ratio": "2.00×"}
     assert lines[1] == {"Model": "b", "count": "—", "share": "—", "raw": "", "ratio": "—"}
     assert analysis_csv(columns, rows)[1][0]["count"] == 1234567  # without the spec's formats: the number
+
+
+def test_a_seed_stat_in_a_formatted_column_shows_mean_and_std_in_its_format(tmp_path: Path) -> None:
+    """The spec's format of a column replaces a SeedStat's digits in the .md (fqo Table 6's errors in .2e); the csv
+    keeps its numbers at full precision, and a SeedStat without a column format is shown as before."""
+    err = SeedStat.of([2e-3, 3e-3, 4e-3], 4)
+    assert cell_text(err, column_format(".2e")) == "3.00e-03 ± 1.00e-03" and cell_text(err) == "0.0030 ± 0.0010"
+    assert cell_text(SeedStat.of([99.1234], 4), column_format(2)) == "99.12"  # one seed: the mean alone
+    assert cell_text(SeedStat.of([], 2), "{:.2e}") == MISSING
+    spec = dataclasses.replace(load_spec("fsn/table3"), formats={"err": ".2e"})
+    md = render_analysis_table(spec, "smoke", ["Model", "err"], [{"Model": "a", "err": err}], tmp_path, [])
+    assert "| a | 3.00e-03 ± 1.00e-03 |" in md.read_text()
+    with md.with_suffix(".csv").open(newline="") as fh:
+        (line,) = list(csv.DictReader(fh))
+    assert (float(line["err"]), float(line["err__std"]), line["err__n"]) == (err.mean, err.std, "3")
 
 
 def test_a_format_for_a_column_the_table_lacks_is_refused(tmp_path: Path) -> None:
