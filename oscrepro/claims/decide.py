@@ -387,11 +387,9 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         trained = {r.run_dir for r in missing}
         for key in tables:
             build_table(key, budget, results_dir=results, render_only=True)
-            refresh_table_claims(key, budget, results)
         new_own: dict[str, list[Path]] = {}
         for key in own:  # a full build: the adapter trains its missing seeds with the spec's launcher
             build_table(key, budget, results_dir=results, workers=workers)
-            refresh_table_claims(key, budget, results)
             new_own[key] = sorted(set(_experiment_records(load_spec(key), results)) - before[key])
         spent += _core_s(sorted(trained)) + sum(_core_s(d) for d in new_own.values())
         for c in chosen:
@@ -400,6 +398,8 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
             look = take_look(c, results, budget, _core_s(mine))
             looks.append({"claim": c.key, **look})
             print(f"[decide] {c.key}: look {look['look']} at n={look['n']} → {look['status']}", flush=True)
+        for key in [*tables, *own]:  # after the looks: a table's claims section reads the ledger's verdicts
+            refresh_table_claims(key, budget, results)
         print(f"[decide] spent {spent / 3600:.2f} of {core_hours:g} core-hours ({time.time() - t0:.0f} s wall)",
               flush=True)
 

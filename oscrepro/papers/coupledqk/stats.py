@@ -182,8 +182,10 @@ def claim_notes(spec: TableSpec, cells: dict[tuple[int, str], Cell], out_dir: Pa
         verdict = V.difference(_cell_stats(vals[lo]), _cell_stats(vals[hi]), "<")
         pl, ph = paper[lo], paper[hi]
         ref = "" if pl is None or ph is None else f"; paper {pl[0]} vs {ph[0]}"
-        notes.append(f"**Claim {lo} < {hi}:** {verdict.status} at this budget ({m_lo:.2f} vs {m_hi:.2f}, Welch p = "
-                     f"{welch:.2g}, n {len(vals[lo])} / {len(vals[hi])}{ref}; claims engine: {verdict.detail}).")
+        notes.append(f"**Claim {lo} < {hi}, fixed-sample 95 % reading of this build's seeds:** {verdict.status} "
+                     f"({m_lo:.2f} vs {m_hi:.2f}, Welch p = {welch:.2g}, n {len(vals[lo])} / {len(vals[hi])}{ref}; "
+                     f"claims engine: {verdict.detail}). The verdict is the claims section's (group-sequential where "
+                     "the decide planner added seeds).")
     if spread:
         narrow, wide, factor = spread["narrow"], spread["wide"], float(spread["factor"])
         (_, s_n), (_, s_w) = _mean_std(vals[narrow]), _mean_std(vals[wide])

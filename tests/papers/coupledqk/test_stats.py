@@ -118,20 +118,24 @@ def test_table1_claim_verdicts_come_from_the_claims_engine() -> None:
             "Euler (coupled)": [22.1 + 0.02 * (i % 3 - 1) for i in range(10)]}
     out = notes(good)
     assert len(out) == len(post["below"]) + 1
-    assert all(" holds at this budget" in n and "claims engine:" in n for n in out), out
+    assert all((" holds at this budget" in n or "reading of this build's seeds:** holds" in n) and "claims engine:" in n
+               for n in out), out
     # the paper's numbers are printed for reference, with no verdict of their own
     assert all(n.count("holds") == 2 for n in out[:-1]), out  # the status and the engine's detail, nothing else
+    assert all("the claims section's (group-sequential" in n for n in out[:-1]), out  # and where the verdict lives
     # the case the old hook got wrong: means ordered (lower first), Welch p = 0.08, interval straddles 0
     close = {**good, "Hamiltonian (coupled)": [20.0, 24.0, 22.0], "Standard": [25.0, 27.0, 23.5]}
     p = two_sample_ttest(close["Hamiltonian (coupled)"], close["Standard"])["welch"]["p"]
     engine = V.difference(stats_of(close["Hamiltonian (coupled)"]), stats_of(close["Standard"]), "<")
     assert 0.05 < p < 0.2 and engine.status == "inconclusive", (p, engine)
     note = notes(close)[3]
-    assert note.startswith("**Claim Hamiltonian (coupled) < Standard:** inconclusive at this budget"), note
+    assert note.startswith("**Claim Hamiltonian (coupled) < Standard, fixed-sample 95 % reading of this build's "
+                           "seeds:** inconclusive"), note
     assert f"Welch p = {p:.2g}" in note and engine.detail in note
     bad = {**good, "MLP-Only": [27.0 + 0.02 * (i % 3 - 1) for i in range(10)]}  # the same spread as Hamiltonian
     out = notes(bad)
-    assert out[2].startswith("**Claim MLP-Only < Standard:** contradicted at this budget"), out[2]
+    assert out[2].startswith("**Claim MLP-Only < Standard, fixed-sample 95 % reading of this build's seeds:** "
+                             "contradicted"), out[2]
     assert out[-1].startswith("**Claim std(MLP-Only) > std(Hamiltonian (coupled)) (the paper: about 8 x):** "
                               "inconclusive at this budget"), out[-1]
     ratio = stats.tstd(bad["MLP-Only"]) / stats.tstd(bad["Hamiltonian (coupled)"])
