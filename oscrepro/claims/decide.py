@@ -352,9 +352,10 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
     from oscrepro.tables.plan import unique_runs
 
     spent, looks = 0.0, []
+    failed: set[str] = set()  # claims whose look could not be taken (a diverged or missing run): not retried
     budget_s = core_hours * 3600
     while True:
-        live = [c for c in candidates(budget, results, cap) if not c.reason]
+        live = [c for c in candidates(budget, results, cap) if not c.reason and c.key not in failed]
         chosen, cost = [], 0.0
         for c in live:
             step = c.run_s * (min(m for m in c.looks if m > c.n_now) - c.n_now)
@@ -395,7 +396,12 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         for c in chosen:
             mine = (new_own[c.checked.claim.table] if c.analysis
                     else sorted(trained & _row_runs(c.checked.claim.table, budget, c.rows, results)))
-            look = take_look(c, results, budget, _core_s(mine))
+            try:
+                look = take_look(c, results, budget, _core_s(mine))
+            except RuntimeError as err:  # said and left for a person: one claim's failed run stops no other look
+                print(f"[decide] {c.key}: look not taken: {err}", flush=True)
+                failed.add(c.key)
+                continue
             looks.append({"claim": c.key, **look})
             print(f"[decide] {c.key}: look {look['look']} at n={look['n']} → {look['status']}", flush=True)
         for key in [*tables, *own]:  # after the looks: a table's claims section reads the ledger's verdicts

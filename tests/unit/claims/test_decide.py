@@ -101,3 +101,38 @@ def test_ledger_look_with_cost_still_judged():
     lv = look_levels([3, 5])
     entry = {"schedule": [3, 5], "looks": [{**_look(1, 3, "holds", lv[0]), "core_s": 1234.5}]}
     assert ledger_verdict(entry).status == "holds"
+
+
+def test_a_failed_look_is_said_and_not_retried(monkeypatch, tmp_path: Path, capsys):
+    """A look that cannot be taken (a seed diverged, so the cells have fewer seeds than the look plans) stops
+    neither the round nor the run, and the claim is not extended again in the same run (no endless loop)."""
+    import oscrepro.tables.build as build
+    import oscrepro.tables.launch as launch_mod
+    from oscrepro.claims import decide
+
+    class _Claim:
+        id, table = "x-claim", "osciformer/fig5_forecast"
+
+    class _Checked:
+        claim, budget = _Claim(), "cpu"
+
+    calls = {"candidates": 0, "builds": 0}
+
+    def fake_candidates(*_a, **_k):
+        calls["candidates"] += 1
+        return [decide.Candidate(_Checked(), ["(analysis seeds)"], 3, 10.0, best_n=5, power=0.9, cost_s=20.0,
+                                 looks=[3, 5, 8, 10], analysis=True)]
+
+    def failing_look(*_a, **_k):
+        raise RuntimeError("the table's cells have n = 4 seeds where look 2 plans 5")
+
+    monkeypatch.setattr(decide, "candidates", fake_candidates)
+    monkeypatch.setattr(decide, "write_decided", lambda *a, **k: None)
+    monkeypatch.setattr(decide, "take_look", failing_look)
+    monkeypatch.setattr(decide, "refresh_table_claims", lambda *a, **k: None)
+    monkeypatch.setattr(decide, "load_ledger", lambda *a, **k: {"x-claim@cpu": {}})
+    monkeypatch.setattr(build, "build_table", lambda *a, **k: calls.__setitem__("builds", calls["builds"] + 1))
+    monkeypatch.setattr(launch_mod, "launch", lambda *a, **k: None)
+    assert decide.run("cpu", 1.0, tmp_path) == []
+    assert calls == {"candidates": 2, "builds": 1}
+    assert "x-claim@cpu: look not taken: the table's cells have n = 4" in capsys.readouterr().out
