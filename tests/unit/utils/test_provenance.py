@@ -43,3 +43,17 @@ def test_code_and_config_dirty(repo: Path, rel: str) -> None:
 
 def test_outside_git_is_unknown(tmp_path: Path) -> None:
     assert git_commit(tmp_path / "nowhere") == "unknown"
+
+
+@pytest.mark.parametrize(("header", "commit", "dirty"), [
+    ("> git_commit: 0c739c1+dirty", "0c739c1+dirty", True),      # a benchmark's header
+    ("> git_commit: fe49953", "fe49953", False),
+    ("- **Device:** cpu: X; **commit** `ab12cd3+dirty`; **date** d;", "ab12cd3+dirty", True),  # the table engine's
+])
+def test_report_reads_the_commit_and_dirtiness_of_a_header(tmp_path: Path, header: str, commit: str, dirty: bool):
+    from oscrepro.report.collect import Document
+    from oscrepro.report.provenance import read_provenance
+
+    (tmp_path / "t.md").write_text(f"# a table\n\n{header}\n")
+    prov = read_provenance(tmp_path, Document(path=Path("t.md"), page="other"))
+    assert (prov.commit, prov.dirty) == (commit, dirty)
