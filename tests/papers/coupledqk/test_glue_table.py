@@ -42,7 +42,8 @@ def _lm_runs(results: Path, rows: list[str], train: bool) -> SourceRuns:
 
 def _adapter_kwargs(**changes: object) -> dict:
     """The spec's analysis kwargs without the engine's own keys (whether to train, which launcher)."""
-    kwargs = {k: v for k, v in SPEC.items() if k not in ("_target_", "budgets", "train_missing", "launcher", "workers")}
+    kwargs = {k: v for k, v in SPEC.items()
+              if k not in ("_target_", "budgets", "train_missing", "launcher", "workers", "seeds_arg")}
     return {**kwargs, **changes}
 
 

@@ -44,8 +44,8 @@ def test_analysis_without_own_seeds_refuses(conf: Path):
         load_spec("coupledqk/fig3", conf).analysis_seeds("cpu")
 
 
-def test_cost_per_seed_from_the_experiment_records(tmp_path: Path):
-    spec = load_spec(KEY)
+def test_cost_per_seed_from_the_experiment_records(tmp_path: Path, conf: Path):
+    spec = load_spec(KEY, conf)  # the spec's 3 seeds (the project's conf/decide may have raised them)
     runs = tmp_path / "runs" / spec.analysis["experiment"]
     for name, status, wall in (("a", "ok", 30.0), ("b", "ok", 60.0), ("c", "ok", 30.0), ("d", "diverged", 900.0)):
         (runs / name).mkdir(parents=True)
