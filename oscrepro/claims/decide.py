@@ -219,10 +219,13 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
                 cells = read_cells(table_csv(results, key, budget))
                 ns = [_float(cells.get((str(r["row"]), str(r["column"])), {}).get("n")) for r in _cell_refs(checked)]
                 repeated = int(max((n for n in ns if math.isfinite(n)), default=0))
+                source = spec.analysis.get("source_table") or spec.analysis.get("source")
                 cand.reason = ("analysis table: its cells are computed from other tables' runs, not seeds of its own"
-                               + (f"; its n = {repeated} are repeated measurements of its own protocol (timed "
-                                  "trials): more come from the spec's budget, not from extra seeds"
-                                  if repeated > 1 else ""))
+                               + ("" if repeated <= 1 else
+                                  f"; its n = {repeated} are the seeds of {source} it reads: more come from seeds of "
+                                  "that table" if source else
+                                  f"; its n = {repeated} are repeated measurements of its own protocol (timed "
+                                  "trials): more come from the spec's budget, not from extra seeds"))
                 continue
             if spec.kind != "runs":  # the analysis's own seed runs (analysis.seeds_arg): shared by every row
                 cand.analysis, cand.rows = True, [ANALYSIS_SEEDS]
