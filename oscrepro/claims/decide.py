@@ -165,7 +165,7 @@ def _run_cost(key: str, budget: str, rows: list[str], results: Path) -> tuple[fl
         for r in reqs:
             st = r.record.status()
             if st.get("status") == "ok" and st.get("wall_time_s"):
-                times.append(float(st["wall_time_s"]) * float(st.get("torch_threads") or 1))
+                times.append(_record_core_s(st))
         if not times:
             return math.nan, 0
         per_run[reqs[0].run_dir] = sum(times) / len(times)
@@ -185,9 +185,7 @@ def _analysis_seed_cost(spec: TableSpec, budget: str, results: Path) -> float:
     """Core-seconds of one more seed of an analysis table's own runs: what its finished records under
     ``results/runs/<analysis.experiment>/`` took, over its current seed count (records of that experiment that
     another table trained count too, so this errs high); nan when there are none."""
-    done = [d for d in _experiment_records(spec, results)
-            if json.loads((d / "status.json").read_text()).get("status") == "ok"]
-    total = _core_s(done)
+    total = _core_s(_experiment_records(spec, results), ok_only=True)
     return total / spec.analysis_seeds(budget) if total > 0 else math.nan
 
 
@@ -298,13 +296,19 @@ def write_decided(budget: str, key: str, rows: list[str], n: int, conf_dir: Path
                       + yaml.safe_dump(table, sort_keys=True, allow_unicode=True))
 
 
-def _core_s(record_dirs: list[Path]) -> float:
-    """Core-seconds (``wall_time_s`` × ``torch_threads``) the finished records in ``record_dirs`` took."""
+def _record_core_s(status: dict) -> float:
+    """Core-seconds one record took: ``wall_time_s`` × ``torch_threads`` of its ``status.json``."""
+    return float(status.get("wall_time_s") or 0) * float(status.get("torch_threads") or 1)
+
+
+def _core_s(record_dirs: list[Path], ok_only: bool = False) -> float:
+    """Core-seconds the records in ``record_dirs`` took (``ok_only``: finished ones only), each status read once."""
     total = 0.0
     for d in record_dirs:
         path = Path(d) / "status.json"
         st = json.loads(path.read_text()) if path.exists() else {}
-        total += float(st.get("wall_time_s") or 0) * float(st.get("torch_threads") or 1)
+        if not ok_only or st.get("status") == "ok":
+            total += _record_core_s(st)
     return total
 
 
