@@ -16,7 +16,8 @@ neither:
    uncertainty of the observed effect (its standard error enters the predictive variance), so a lucky 3-seed gap
    does not look cheaper than it is. The cost of N is the extra runs of every row the claim reads (all run-backed
    columns of a row share its seeds) times their mean recorded run time (``wall_time_s`` × ``torch_threads`` in
-   core-seconds). Candidates are ranked by the smallest cost per expected decision, cost(N) / power(N). The power
+   core-seconds), less the runs whose records already exist (seeds another claim or table trained: a look on
+   them is free). Candidates are ranked by the smallest cost per expected decision, cost(N) / power(N). The power
    of each check kind: :mod:`oscrepro.claims.power` (closed forms; a seeded simulation for orderings).
 3. **Looks.** Without ``--dry-run`` the cheapest candidates that fit the core-hours are extended to their *next
    planned look* (not straight to N: the design stops a claim at its first decisive look), their missing runs are
@@ -94,6 +95,12 @@ class Candidate:
     looks: list[int] = field(default_factory=list)
     pilot: bool = False  # n = 1: no spread, so no power; trained to the design's first look (module docstring)
     analysis: bool = False  # an analysis table's own seed runs (analysis.seeds_arg): its build trains them
+    have_s: dict[int, float] = field(default_factory=dict)  # seed -> core-seconds of its runs already recorded
+
+    def cost_to(self, n_final: int) -> float:
+        """Core-seconds of training seeds ``n_now`` .. ``n_final`` - 1 of the claim's rows: :attr:`run_s` per
+        seed, less what finished records of that seed already cover (a look on existing seeds costs nothing)."""
+        return sum(max(self.run_s - self.have_s.get(s, 0.0), 0.0) for s in range(self.n_now, n_final))
 
     @property
     def key(self) -> str:
@@ -151,13 +158,16 @@ def _no_spread(checked: Checked, cells: dict) -> str:
     return ""
 
 
-def _run_cost(key: str, budget: str, rows: list[str], results: Path) -> tuple[float, int]:
-    """Core-seconds of one more seed of every run-backed cell of ``rows`` (mean recorded run time × threads), and
-    how many runs that is; nan when no finished record of those cells carries a run time."""
+def _run_cost(key: str, budget: str, rows: list[str], results: Path, extra_seeds: range = range(0)
+              ) -> tuple[float, dict[int, float]]:
+    """Core-seconds of one more seed of every run-backed cell of ``rows`` (mean recorded run time × threads; nan
+    when no finished record of those cells carries a run time), and, for each seed of ``extra_seeds``, the part of
+    that already covered by finished records of that seed (rows whose seeds another claim or table trained)."""
+    from oscrepro.runs.lookup import RunRequest, find_record
     from oscrepro.tables.build import planned_cells
 
     spec, cells, _ = planned_cells(load_spec(key), budget, results, [])  # exactly the runs a build reads
-    per_run: dict[Path, float] = {}  # one entry per distinct run config (metric columns of one run share it)
+    per_run: dict[Path, tuple[float, list[str]]] = {}  # one entry per distinct run config (a run's metric columns)
     for (ri, _col), reqs in cells.items():
         if spec.rows[ri].label not in rows or not reqs or reqs[0].run_dir in per_run:
             continue
@@ -167,11 +177,17 @@ def _run_cost(key: str, budget: str, rows: list[str], results: Path) -> tuple[fl
             if st.get("status") == "ok" and st.get("wall_time_s"):
                 times.append(_record_core_s(st))
         if not times:
-            return math.nan, 0
-        per_run[reqs[0].run_dir] = sum(times) / len(times)
+            return math.nan, {}
+        per_run[reqs[0].run_dir] = (sum(times) / len(times),
+                                    [o for o in reqs[0].overrides if not o.startswith("seed=")])
     if not per_run:  # no run-backed cell in those rows
-        return math.nan, 0
-    return sum(per_run.values()), len(per_run)
+        return math.nan, {}
+    have: dict[int, float] = {}
+    for seed in extra_seeds:  # the request a build would make for this seed: its record may exist already
+        done = sum(t for t, base in per_run.values() if find_record(RunRequest.compose([*base, f"seed={seed}"])))
+        if done:
+            have[seed] = done
+    return sum(t for t, _ in per_run.values()), have
 
 
 def _experiment_records(spec: TableSpec, results: Path) -> list[Path]:
@@ -239,20 +255,22 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
             if n >= cap or not cand.looks or n >= cand.looks[-1]:
                 cand.reason = f"at the seed cap ({n} ≥ {cap})"
                 continue
-            cand.run_s = (_analysis_seed_cost(spec, budget, results) if cand.analysis
-                          else _run_cost(key, budget, cand.rows, results)[0])
+            if cand.analysis:
+                cand.run_s = _analysis_seed_cost(spec, budget, results)
+            else:
+                cand.run_s, cand.have_s = _run_cost(key, budget, cand.rows, results, range(n, cand.looks[-1]))
             if not math.isfinite(cand.run_s):
                 cand.reason = "no finished record with a run time to cost it"
                 continue
             if cand.pilot:  # no spread: the first look is the price of the first interval
-                cand.best_n, cand.power, cand.cost_s = cand.looks[0], math.nan, cand.run_s * (cand.looks[0] - n)
+                cand.best_n, cand.power, cand.cost_s = cand.looks[0], math.nan, cand.cost_to(cand.looks[0])
                 continue
             levels = S.look_levels(cand.looks)
             for n_final, level in zip(cand.looks, levels, strict=True):
                 if n_final <= n:
                     continue
                 power = _power(checked, cells, n_final, level)
-                cost = cand.run_s * (n_final - n)
+                cost = cand.cost_to(n_final)
                 if power > 0 and (cand.best_n is None or cost / power < cand.score):
                     cand.best_n, cand.power, cand.cost_s = n_final, power, cost
             if cand.best_n is None or cand.power < MIN_POWER:
@@ -365,7 +383,7 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         live = [c for c in candidates(budget, results, cap) if not c.reason and c.key not in failed]
         chosen, cost = [], 0.0
         for c in live:
-            step = c.run_s * (min(m for m in c.looks if m > c.n_now) - c.n_now)
+            step = c.cost_to(min(m for m in c.looks if m > c.n_now))
             if spent + cost + step <= budget_s:
                 chosen.append(c)
                 cost += step

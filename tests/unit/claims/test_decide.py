@@ -136,3 +136,18 @@ def test_a_failed_look_is_said_and_not_retried(monkeypatch, tmp_path: Path, caps
     assert decide.run("cpu", 1.0, tmp_path) == []
     assert calls == {"candidates": 2, "builds": 1}
     assert "x-claim@cpu: look not taken: the table's cells have n = 4" in capsys.readouterr().out
+
+
+def test_existing_seeds_cost_nothing():
+    """Seeds whose records exist (compute-matched's 1 x steps rows are Table 1's runs, whose seeds 3-4 the planner
+    trained for another claim) are priced at zero; a seed without records costs the full per-seed time."""
+    from oscrepro.claims.decide import Candidate, _run_cost
+
+    rows = ["Hamiltonian (coupled, 1 x steps)", "Standard (1 x steps)"]
+    run_s, have = _run_cost("coupledqk/compute_matched", "cpu", rows, Path("results"), range(3, 6))
+    assert math.isfinite(run_s) and run_s > 100
+    assert have.get(3) == pytest.approx(run_s) and have.get(4) == pytest.approx(run_s)
+    assert 5 not in have
+    cand = Candidate(None, rows, 3, run_s, have_s=have)  # type: ignore[arg-type]
+    assert cand.cost_to(5) == pytest.approx(0.0)
+    assert cand.cost_to(6) == pytest.approx(run_s)
