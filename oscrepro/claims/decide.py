@@ -32,7 +32,11 @@ so a plain table build shows them and never retrains them. An analysis table who
 names the adapter argument that counts them (``analysis.seeds_arg``: osciformer Figure 5's forecast seeds,
 coupledqk Table 7's fine-tuning seeds); its decided count is kept under the pseudo row ``(analysis seeds)``
 (:meth:`TableSpec.analysis_seeds`), its look is a full build of the table (the adapter trains the new seeds), and
-its cost per seed is what its experiment's records took over its seed count. They are new cells x seeds, so the
+its cost per seed is what its experiment's records took over its seed count. An analysis table that reads every
+seed of another table's cells (fqo Table 6 reads Table 4's models; coupledqk Figure 3 and Table 12 read Table 1's
+LMs) is decided through its *source*: the source rows behind the claim's rows get the seeds (priced as that
+table's runs), the source table is trained and re-rendered, then the analysis is rebuilt and looked at. They are
+new cells x seeds, so the
 golden-config snapshot gains them: after a decide run, regenerate it (``python
 tests/fixtures/make_golden_configs.py``; the run prints this) and check that it only adds cells.
 """
@@ -96,6 +100,7 @@ class Candidate:
     pilot: bool = False  # n = 1: no spread, so no power; trained to the design's first look (module docstring)
     analysis: bool = False  # an analysis table's own seed runs (analysis.seeds_arg): its build trains them
     have_s: dict[int, float] = field(default_factory=dict)  # seed -> core-seconds of its runs already recorded
+    source: tuple[str, list[str]] | None = None  # an analysis decided through its source table's rows (docstring)
 
     def cost_to(self, n_final: int) -> float:
         """Core-seconds of training seeds ``n_now`` .. ``n_final`` - 1 of the claim's rows: :attr:`run_s` per
@@ -190,6 +195,30 @@ def _run_cost(key: str, budget: str, rows: list[str], results: Path, extra_seeds
     return sum(t for t, _ in per_run.values()), have
 
 
+def source_rows(spec: TableSpec, budget: str, results: Path, rows: list[str]) -> tuple[str, list[str]] | None:
+    """(source table, its rows) behind analysis rows ``rows`` when the analysis reads every seed of one other
+    table's cells (its planning function's :class:`~oscrepro.tables.sources.RunNeeds`: cells only, all seeds, no
+    variant overrides): raising those rows' seeds raises the analysis cells' n. Analysis rows named like their
+    source cells map to them; otherwise every source row is extended. None when the analysis reads no such cells."""
+    from hydra.utils import get_method
+
+    from oscrepro.tables.build import analysis_kwargs
+    from oscrepro.tables.sources import PLAN_ATTR
+
+    plan = getattr(get_method(spec.analysis["_target_"]), PLAN_ATTR, None)
+    if plan is None:
+        return None
+    kwargs = {k: v for k, v in analysis_kwargs(spec, budget).items() if k not in ("train_missing", "launcher",
+                                                                                   "workers")}
+    needs = plan(budget=budget, results_dir=results, **kwargs)
+    cells = needs.cells
+    if needs.own is not None or needs.then is not None or not cells or len({c.table for c in cells.values()}) != 1 \
+            or any(c.seeds is not None or c.overrides for c in cells.values()):
+        return None
+    mine = [cells[r].row for r in rows if r in cells] or [c.row for c in cells.values()]
+    return next(iter(cells.values())).table, list(dict.fromkeys(mine))
+
+
 def _experiment_records(spec: TableSpec, results: Path) -> list[Path]:
     """The run records under ``results/runs/<analysis.experiment>/`` (an analysis table's own seed runs)."""
     exp = spec.analysis.get("experiment")
@@ -230,6 +259,8 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
                 continue
             spec = load_spec(key)
             if spec.kind != "runs" and not spec.analysis.get(SEEDS_ARG):
+                cand.source = source_rows(spec, budget, results, cand.rows)
+            if spec.kind != "runs" and not spec.analysis.get(SEEDS_ARG) and cand.source is None:
                 cells = read_cells(table_csv(results, key, budget))
                 ns = [_float(cells.get((str(r["row"]), str(r["column"])), {}).get("n")) for r in _cell_refs(checked)]
                 repeated = int(max((n for n in ns if math.isfinite(n)), default=0))
@@ -241,7 +272,7 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
                                   f"; its n = {repeated} are repeated measurements of its own protocol (timed "
                                   "trials): more come from the spec's budget, not from extra seeds"))
                 continue
-            if spec.kind != "runs":  # the analysis's own seed runs (analysis.seeds_arg): shared by every row
+            if spec.kind != "runs" and cand.source is None:  # the analysis's own seed runs (analysis.seeds_arg)
                 cand.analysis, cand.rows = True, [ANALYSIS_SEEDS]
             cells = read_cells(table_csv(results, key, budget))
             n = cand.n_now = _claim_n(checked, cells)
@@ -258,7 +289,8 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
             if cand.analysis:
                 cand.run_s = _analysis_seed_cost(spec, budget, results)
             else:
-                cand.run_s, cand.have_s = _run_cost(key, budget, cand.rows, results, range(n, cand.looks[-1]))
+                table, rows = cand.source or (key, cand.rows)
+                cand.run_s, cand.have_s = _run_cost(table, budget, rows, results, range(n, cand.looks[-1]))
             if not math.isfinite(cand.run_s):
                 cand.reason = "no finished record with a run time to cost it"
                 continue
@@ -293,7 +325,8 @@ def render_plan(cands: list[Candidate], budget: str, core_hours: float) -> str:
              "| rank | claim | table | rows | n now | looks | best N | power | cost (core-min) | per decision |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for i, c in enumerate(live, 1):
-        lines.append(f"| {i} | {c.checked.claim.id} | {c.checked.claim.table} | {'; '.join(c.rows)} | {c.n_now} | "
+        rows = '; '.join(c.rows) + (f" (seeds of {c.source[0]}: {'; '.join(c.source[1])})" if c.source else "")
+        lines.append(f"| {i} | {c.checked.claim.id} | {c.checked.claim.table} | {rows} | {c.n_now} | "
                      f"{', '.join(map(str, c.looks))} | {c.best_n} | {'pilot' if c.pilot else f'{c.power:.2f}'} | "
                      f"{c.cost_s / 60:.1f} | "
                      f"{c.score / 60:.1f} |")
@@ -398,9 +431,11 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         for c in chosen:
             if c.key not in load_ledger(results, budget) and not c.pilot:  # look 1: the seeds it has, at the
                 take_look(c, results, budget)                              # design's level (a pilot has no look yet)
-            write_decided(budget, c.checked.claim.table, c.rows, min(m for m in c.looks if m > c.n_now))
-        tables = sorted({c.checked.claim.table for c in chosen if not c.analysis})
+            table, rows = c.source or (c.checked.claim.table, c.rows)
+            write_decided(budget, table, rows, min(m for m in c.looks if m > c.n_now))
+        tables = sorted({(c.source or (c.checked.claim.table,))[0] for c in chosen if not c.analysis})
         own = sorted({c.checked.claim.table for c in chosen if c.analysis})  # analyses that train their own seeds
+        readers = sorted({c.checked.claim.table for c in chosen if c.source})  # analyses of the source tables
         # planned as a build plans them (matched widths, device-only variants): the runs the tables will read
         runs = {r.run_dir: r for key in tables
                 for r in unique_runs(planned_cells(load_spec(key), budget, results, [])[1])}
@@ -413,14 +448,17 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         trained = {r.run_dir for r in missing}
         for key in tables:
             build_table(key, budget, results_dir=results, render_only=True)
+        for key in readers:  # its source runs are trained: a full build reads them (and recovers no weights)
+            build_table(key, budget, results_dir=results, workers=workers)
         new_own: dict[str, list[Path]] = {}
         for key in own:  # a full build: the adapter trains its missing seeds with the spec's launcher
             build_table(key, budget, results_dir=results, workers=workers)
             new_own[key] = sorted(set(_experiment_records(load_spec(key), results)) - before[key])
         spent += _core_s(sorted(trained)) + sum(_core_s(d) for d in new_own.values())
         for c in chosen:
+            table, rows = c.source or (c.checked.claim.table, c.rows)
             mine = (new_own[c.checked.claim.table] if c.analysis
-                    else sorted(trained & _row_runs(c.checked.claim.table, budget, c.rows, results)))
+                    else sorted(trained & _row_runs(table, budget, rows, results)))
             try:
                 look = take_look(c, results, budget, _core_s(mine))
             except RuntimeError as err:  # said and left for a person: one claim's failed run stops no other look
@@ -429,7 +467,7 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
                 continue
             looks.append({"claim": c.key, **look})
             print(f"[decide] {c.key}: look {look['look']} at n={look['n']} → {look['status']}", flush=True)
-        for key in [*tables, *own]:  # after the looks: a table's claims section reads the ledger's verdicts
+        for key in [*tables, *own, *readers]:  # after the looks: a table's claims section reads the ledger's verdicts
             refresh_table_claims(key, budget, results)
         print(f"[decide] spent {spent / 3600:.2f} of {core_hours:g} core-hours ({time.time() - t0:.0f} s wall)",
               flush=True)

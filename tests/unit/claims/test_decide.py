@@ -151,3 +151,17 @@ def test_existing_seeds_cost_nothing():
     cand = Candidate(None, rows, 3, run_s, have_s=have)  # type: ignore[arg-type]
     assert cand.cost_to(5) == pytest.approx(0.0)
     assert cand.cost_to(6) == pytest.approx(run_s)
+
+
+def test_analysis_of_every_source_seed_is_decided_through_its_source():
+    """fqo Table 6 reads every seed of Table 4's TinyStories oscillator cells: its claims are extended through those
+    rows. osciformer Figure 5 trains seeds of its own (no source rows); fqo's ODE-inference table reads one fixed
+    seed (more source seeds would not change it)."""
+    from oscrepro.claims.decide import source_rows
+
+    results = Path("results")
+    table, rows = source_rows(load_spec("fqo/table6"), "cpu", results, ["2", "8"])
+    assert table == "fqo/table4"
+    assert rows == ["TinyStories, d_osc=2", "TinyStories, d_osc=8", "TinyStories, d_osc=32"]
+    assert source_rows(load_spec("osciformer/fig5_forecast"), "cpu", results, ["x"]) is None
+    assert source_rows(load_spec("fqo/ode_inference"), "cpu", results, ["x"]) is None
