@@ -31,6 +31,7 @@ from oscrepro.runs.compose import CKPT_NAME, RunNotUsableError, compose_run
 from oscrepro.runs.lookup import DEVICE_KEYS
 from oscrepro.runs.record import RunRecord, load_record_config, run_id
 from oscrepro.tables.launch import cores
+from oscrepro.utils.provenance import git_commit
 
 log = logging.getLogger(__name__)
 # metrics that measure the machine, not the model: never compared
@@ -100,7 +101,8 @@ def recover_checkpoint(run_dir: Path, rtol: float = 1e-4, fallback_threads: int 
         fresh = Path(scratch) / str(cfg.experiment_name) / run_id(cfg) / "checkpoints"
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
         shutil.move(str(fresh), str(run_dir / "checkpoints"))
-    info = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "metrics_match": same,
+    info = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "git_commit": git_commit(),
+            "metrics_match": same,
             "max_rel_diff": worst, "differ": differ, "wall_time_s": round(time.time() - t0, 1),
             **({"device_fallback": fallback} if fallback else {})}
     record.update_status({"checkpoint_recovered": info})

@@ -14,6 +14,7 @@ from oscrepro.runs.lookup import model_state_dict
 from oscrepro.runs.record import run_dir as run_dir_for
 from oscrepro.tables.recover import compare_metrics, has_checkpoint, recover_checkpoint
 from oscrepro.train import train
+from oscrepro.utils.provenance import git_commit
 
 SMOKE = ["experiment=fqo/sva", "budget=smoke", "trainer.enable_progress_bar=false"]
 
@@ -44,6 +45,7 @@ def test_a_record_without_its_checkpoint_is_retrained_to_the_same_weights(compos
     assert (rd / "metrics.json").read_text() == metrics  # the record's numbers are kept as they were
     info = json.loads((rd / "status.json").read_text())["checkpoint_recovered"]
     assert info["metrics_match"] and info["max_rel_diff"] == 0.0
+    assert info["git_commit"] == git_commit()  # which code retrained it: a clean retrain verifies a dirty record
     assert not list(rd.parent.glob(".recover-*"))  # the scratch dir is gone
 
 
