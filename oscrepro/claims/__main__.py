@@ -16,7 +16,6 @@ one line each, and the command exits with status 2 after writing everything else
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -27,7 +26,7 @@ from oscrepro.claims.report import write_reports
 from oscrepro.claims.scoreboard import MARK, Checked, check_variants, md_cell, strip_section, write_table_sections
 from oscrepro.claims.tally import ERROR, JUDGED, NOT_BUILT, PAPER_ONLY, ClaimState, collect, is_finding, summary
 from oscrepro.runs.compose import CONF_DIR
-from oscrepro.runs.record import atomic_write_text
+from oscrepro.runs.record import RunRecord, atomic_write_text
 
 INTRO = ("Each claim is a paper's sentence with a checkable form over one of our tables (written in its spec, "
          "`conf/table/<paper>/<table>.yaml`), checked at every budget where that table is committed: holds / "
@@ -107,10 +106,7 @@ def dirty_runs(results: Path) -> dict[str, RunProvenance]:
     (:class:`RunProvenance`); only experiments with at least one such record."""
     out: dict[str, RunProvenance] = {}
     for st_path in sorted((results / "runs").glob("*/*/*/status.json")):
-        try:
-            st = json.loads(st_path.read_text())
-        except (OSError, ValueError):
-            continue
+        st = RunRecord(st_path.parent).status()
         exp = "/".join(st_path.parts[-4:-2])
         prov = out.setdefault(exp, RunProvenance())
         prov.records += 1

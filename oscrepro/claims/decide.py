@@ -102,6 +102,11 @@ class Candidate:
     have_s: dict[int, float] = field(default_factory=dict)  # seed -> core-seconds of its runs already recorded
     source: tuple[str, list[str]] | None = None  # an analysis decided through its source table's rows (docstring)
 
+    @property
+    def target(self) -> tuple[str, list[str]]:
+        """(table, rows) whose seeds a look raises: the claim's own, or its analysis's source rows."""
+        return self.source or (self.checked.claim.table, self.rows)
+
     def cost_to(self, n_final: int) -> float:
         """Core-seconds of training seeds ``n_now`` .. ``n_final`` - 1 of the claim's rows: :attr:`run_s` per
         seed, less what finished records of that seed already cover (a look on existing seeds costs nothing)."""
@@ -202,14 +207,13 @@ def source_rows(spec: TableSpec, budget: str, results: Path, rows: list[str]) ->
     source cells map to them; otherwise every source row is extended. None when the analysis reads no such cells."""
     from hydra.utils import get_method
 
-    from oscrepro.tables.build import analysis_kwargs
+    from oscrepro.tables.build import ENGINE_KWARGS, analysis_kwargs
     from oscrepro.tables.sources import PLAN_ATTR
 
     plan = getattr(get_method(spec.analysis["_target_"]), PLAN_ATTR, None)
     if plan is None:
         return None
-    kwargs = {k: v for k, v in analysis_kwargs(spec, budget).items() if k not in ("train_missing", "launcher",
-                                                                                   "workers")}
+    kwargs = {k: v for k, v in analysis_kwargs(spec, budget).items() if k not in ENGINE_KWARGS}
     needs = plan(budget=budget, results_dir=results, **kwargs)
     cells = needs.cells
     if needs.own is not None or needs.then is not None or not cells or len({c.table for c in cells.values()}) != 1 \
@@ -289,7 +293,7 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
             if cand.analysis:
                 cand.run_s = _analysis_seed_cost(spec, budget, results)
             else:
-                table, rows = cand.source or (key, cand.rows)
+                table, rows = cand.target
                 cand.run_s, cand.have_s = _run_cost(table, budget, rows, results, range(n, cand.looks[-1]))
             if not math.isfinite(cand.run_s):
                 cand.reason = "no finished record with a run time to cost it"
@@ -431,9 +435,8 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         for c in chosen:
             if c.key not in load_ledger(results, budget) and not c.pilot:  # look 1: the seeds it has, at the
                 take_look(c, results, budget)                              # design's level (a pilot has no look yet)
-            table, rows = c.source or (c.checked.claim.table, c.rows)
-            write_decided(budget, table, rows, min(m for m in c.looks if m > c.n_now))
-        tables = sorted({(c.source or (c.checked.claim.table,))[0] for c in chosen if not c.analysis})
+            write_decided(budget, *c.target, min(m for m in c.looks if m > c.n_now))
+        tables = sorted({c.target[0] for c in chosen if not c.analysis})
         own = sorted({c.checked.claim.table for c in chosen if c.analysis})  # analyses that train their own seeds
         readers = sorted({c.checked.claim.table for c in chosen if c.source})  # analyses of the source tables
         # planned as a build plans them (matched widths, device-only variants): the runs the tables will read
@@ -456,9 +459,8 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
             new_own[key] = sorted(set(_experiment_records(load_spec(key), results)) - before[key])
         spent += _core_s(sorted(trained)) + sum(_core_s(d) for d in new_own.values())
         for c in chosen:
-            table, rows = c.source or (c.checked.claim.table, c.rows)
             mine = (new_own[c.checked.claim.table] if c.analysis
-                    else sorted(trained & _row_runs(table, budget, rows, results)))
+                    else sorted(trained & _row_runs(c.target[0], budget, c.target[1], results)))
             try:
                 look = take_look(c, results, budget, _core_s(mine))
             except RuntimeError as err:  # said and left for a person: one claim's failed run stops no other look

@@ -128,6 +128,9 @@ def recompute_mismatches(key: str, budget: str, results: Path, rel_tol: float = 
     return out
 
 
+ENGINE_KWARGS = ("train_missing", "launcher", "workers")  # analysis keys the engine reads, not the adapter
+
+
 def analysis_kwargs(spec: TableSpec, budget: str) -> dict[str, Any]:
     """The analysis adapter's keyword arguments at ``budget``: the spec's ``analysis`` block with the budget's
     entries of ``analysis.budgets`` over it, and the seed count the claims planner decided for the table's own seed
@@ -153,7 +156,7 @@ def run_analysis(spec: TableSpec, budget: str, pool: LaunchConfig, extra: list[s
     plan_runs = getattr(fn, PLAN_ATTR, None)
     if plan_runs is None:
         return _run_free_call(spec, fn, kwargs, budget, extra, results, out_dir)
-    train_missing = bool(kwargs.pop("train_missing", True))
+    train_missing = bool(kwargs.pop("train_missing", True))  # the ENGINE_KWARGS
     spec_launcher = kwargs.pop("launcher", None)
     spec_workers = kwargs.pop("workers", None)
     workers = workers if workers is not None else spec_workers
