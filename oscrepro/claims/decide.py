@@ -32,7 +32,13 @@ so a plain table build shows them and never retrains them. An analysis table who
 names the adapter argument that counts them (``analysis.seeds_arg``: osciformer Figure 5's forecast seeds,
 coupledqk Table 7's fine-tuning seeds); its decided count is kept under the pseudo row ``(analysis seeds)``
 (:meth:`TableSpec.analysis_seeds`), its look is a full build of the table (the adapter trains the new seeds), and
-its cost per seed is what its experiment's records took over its seed count. An analysis table that reads every
+its cost per seed is what its experiment's records took over its seed count. A timing analysis whose cells are
+repeated measurements names the adapter argument that counts them (``analysis.trials_arg``: osciformer Figure 2's
+repeats, coupledqk Table 10's trials) and the measured core-seconds of one trial (``analysis.trial_core_s``): its
+claims get the same design over trials instead of seeds (pseudo row ``(analysis trials)``, cap
+:data:`TRIAL_CAP_FACTOR` x the spec's count, fixed before looking). A look re-measures every trial afresh, so the
+looks are not nested samples; the union bound over looks needs only each look's own test to be valid, so the error
+guarantee holds as for seeds (:mod:`oscrepro.claims.sequential`). An analysis table that reads every
 seed of another table's cells (fqo Table 6 reads Table 4's models; coupledqk Figure 3 and Table 12 read Table 1's
 LMs) is decided through its *source*: the source rows behind the claim's rows get the seeds (priced as that
 table's runs), the source table is trained and re-rendered, then the analysis is rebuilt and looked at. They are
@@ -70,7 +76,10 @@ from oscrepro.runs.compose import CONF_DIR
 from oscrepro.runs.record import atomic_write_text
 from oscrepro.tables.spec import (
     ANALYSIS_SEEDS,
+    ANALYSIS_TRIALS,
     SEEDS_ARG,
+    TRIAL_CORE_S,
+    TRIALS_ARG,
     TableSpec,
     available_tables,
     decided_seeds,
@@ -82,6 +91,7 @@ DEFAULT_CAP = 10  # seeds per cell at most: beyond it a claim's effect is too sm
 KINDS = ("difference", "within", "equivalent", "ordering", "trend")
 MIN_POWER = 0.1  # below it more seeds are not expected to decide the claim at a price worth paying: left out
 PILOT_N = 3  # a pilot's first look: the smallest seed count with a spread worth judging (2 leaves 1 df per cell)
+TRIAL_CAP_FACTOR = 4  # timed trials per cell at most: this many times the spec's own count (fixed before looking)
 
 
 @dataclass
@@ -99,6 +109,7 @@ class Candidate:
     looks: list[int] = field(default_factory=list)
     pilot: bool = False  # n = 1: no spread, so no power; trained to the design's first look (module docstring)
     analysis: bool = False  # an analysis table's own seed runs (analysis.seeds_arg): its build trains them
+    trials: bool = False  # an analysis table's timed trials (analysis.trials_arg): its build measures them afresh
     have_s: dict[int, float] = field(default_factory=dict)  # seed -> core-seconds of its runs already recorded
     source: tuple[str, list[str]] | None = None  # an analysis decided through its source table's rows (docstring)
 
@@ -109,7 +120,10 @@ class Candidate:
 
     def cost_to(self, n_final: int) -> float:
         """Core-seconds of training seeds ``n_now`` .. ``n_final`` - 1 of the claim's rows: :attr:`run_s` per
-        seed, less what finished records of that seed already cover (a look on existing seeds costs nothing)."""
+        seed, less what finished records of that seed already cover (a look on existing seeds costs nothing). Timed
+        trials are re-measured whole at every look: each planned look up to ``n_final`` costs all its trials."""
+        if self.trials:
+            return sum(m * self.run_s for m in self.looks if self.n_now < m <= n_final)
         return sum(max(self.run_s - self.have_s.get(s, 0.0), 0.0) for s in range(self.n_now, n_final))
 
     @property
@@ -238,6 +252,13 @@ def _analysis_seed_cost(spec: TableSpec, budget: str, results: Path) -> float:
     return total / spec.analysis_seeds(budget) if total > 0 else math.nan
 
 
+def _trial_cost(spec: TableSpec, budget: str) -> float:
+    """Core-seconds of one more timed trial of an analysis table (``analysis.trial_core_s.<budget>``, measured and
+    cited in its spec: a timing build leaves no run record to price it from); nan when the spec gives none."""
+    value = (spec.analysis.get(TRIAL_CORE_S) or {}).get(budget)
+    return float(value) if isinstance(value, int | float) and value > 0 else math.nan
+
+
 def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candidate]:
     """Every inconclusive claim at ``budget`` with what deciding it would take (module docstring), ranked; claims
     left out carry their ``reason``."""
@@ -262,9 +283,10 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
                 cand.reason = "not answerable at this budget: " + checked.claim.not_answerable[budget]
                 continue
             spec = load_spec(key)
-            if spec.kind != "runs" and not spec.analysis.get(SEEDS_ARG):
+            own = spec.kind != "runs" and (spec.analysis.get(SEEDS_ARG) or spec.analysis.get(TRIALS_ARG))
+            if spec.kind != "runs" and not own:
                 cand.source = source_rows(spec, budget, results, cand.rows)
-            if spec.kind != "runs" and not spec.analysis.get(SEEDS_ARG) and cand.source is None:
+            if spec.kind != "runs" and not own and cand.source is None:
                 cells = read_cells(table_csv(results, key, budget))
                 ns = [_float(cells.get((str(r["row"]), str(r["column"])), {}).get("n")) for r in _cell_refs(checked)]
                 repeated = int(max((n for n in ns if math.isfinite(n)), default=0))
@@ -274,10 +296,14 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
                                   f"; its n = {repeated} are the seeds of {source} it reads: more come from seeds of "
                                   "that table" if source else
                                   f"; its n = {repeated} are repeated measurements of its own protocol (timed "
-                                  "trials): more come from the spec's budget, not from extra seeds"))
+                                  f"trials) whose spec names no analysis.{TRIALS_ARG} to raise them by"))
                 continue
-            if spec.kind != "runs" and cand.source is None:  # the analysis's own seed runs (analysis.seeds_arg)
+            claim_cap = cap
+            if own and spec.analysis.get(SEEDS_ARG):  # the analysis's own seed runs (analysis.seeds_arg)
                 cand.analysis, cand.rows = True, [ANALYSIS_SEEDS]
+            elif own:  # its timed trials (analysis.trials_arg): looks over trials, capped from the spec's count
+                cand.analysis, cand.trials, cand.rows = True, True, [ANALYSIS_TRIALS]
+                claim_cap = TRIAL_CAP_FACTOR * spec.analysis_trials(budget, decided=False)
             cells = read_cells(table_csv(results, key, budget))
             n = cand.n_now = _claim_n(checked, cells)
             cand.reason = _no_spread(checked, cells)
@@ -286,17 +312,20 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
             entry = ledger.get(cand.key)
             cand.pilot = n < 2 and not entry
             cand.looks = (list(entry["schedule"]) if entry
-                          else S.plan_looks(PILOT_N if cand.pilot else n, max(cap, n, PILOT_N)))
-            if n >= cap or not cand.looks or n >= cand.looks[-1]:
-                cand.reason = f"at the seed cap ({n} ≥ {cap})"
+                          else S.plan_looks(PILOT_N if cand.pilot else n, max(claim_cap, n, PILOT_N)))
+            if n >= claim_cap or not cand.looks or n >= cand.looks[-1]:
+                cand.reason = f"at the {'trial' if cand.trials else 'seed'} cap ({n} ≥ {claim_cap})"
                 continue
-            if cand.analysis:
+            if cand.trials:
+                cand.run_s = _trial_cost(spec, budget)
+            elif cand.analysis:
                 cand.run_s = _analysis_seed_cost(spec, budget, results)
             else:
                 table, rows = cand.target
                 cand.run_s, cand.have_s = _run_cost(table, budget, rows, results, range(n, cand.looks[-1]))
             if not math.isfinite(cand.run_s):
-                cand.reason = "no finished record with a run time to cost it"
+                cand.reason = (f"no measured trial cost (analysis.{TRIAL_CORE_S}.{budget}) to price it"
+                               if cand.trials else "no finished record with a run time to cost it")
                 continue
             if cand.pilot:  # no spread: the first look is the price of the first interval
                 cand.best_n, cand.power, cand.cost_s = cand.looks[0], math.nan, cand.cost_to(cand.looks[0])
@@ -311,9 +340,11 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
                     cand.best_n, cand.power, cand.cost_s = n_final, power, cost
             if cand.best_n is None or cand.power < MIN_POWER:
                 best = f"{cand.power:.2f} at N = {cand.best_n}" if cand.best_n else "0"
-                cand.reason = (f"predictive power below {MIN_POWER:g} up to {cap} seeds (best {best}"
+                cand.reason = (f"predictive power below {MIN_POWER:g} up to {claim_cap} "
+                               f"{'trials' if cand.trials else 'seeds'} (best {best}"
                                + ("; the lack-of-fit reading of the slope does not narrow with seeds"
-                                  if c["kind"] == "trend" else "") + "): more seeds are not expected to decide it")
+                                  if c["kind"] == "trend" else "")
+                               + f"): more {'trials' if cand.trials else 'seeds'} are not expected to decide it")
                 cand.best_n = None
     return sorted(out, key=lambda c: (bool(c.reason), c.score, c.key))
 
@@ -454,15 +485,21 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         for key in readers:  # its source runs are trained: a full build reads them (and recovers no weights)
             build_table(key, budget, results_dir=results, workers=workers)
         new_own: dict[str, list[Path]] = {}
-        for key in own:  # a full build: the adapter trains its missing seeds with the spec's launcher
+        timed: dict[str, float] = {}  # a timed-trials table: the core-seconds its build took (it leaves no record)
+        trial_tables = {c.checked.claim.table for c in chosen if c.trials}
+        for key in own:  # a full build: the adapter trains its missing seeds (or measures its trials) afresh
+            t_build = time.time()
             build_table(key, budget, results_dir=results, workers=workers)
             new_own[key] = sorted(set(_experiment_records(load_spec(key), results)) - before[key])
-        spent += _core_s(sorted(trained)) + sum(_core_s(d) for d in new_own.values())
+            if key in trial_tables:
+                timed[key] = time.time() - t_build
+        spent += _core_s(sorted(trained)) + sum(_core_s(d) for d in new_own.values()) + sum(timed.values())
         for c in chosen:
             mine = (new_own[c.checked.claim.table] if c.analysis
                     else sorted(trained & _row_runs(c.target[0], budget, c.target[1], results)))
             try:
-                look = take_look(c, results, budget, _core_s(mine))
+                look = take_look(c, results, budget,
+                                 timed[c.checked.claim.table] if c.trials else _core_s(mine))
             except RuntimeError as err:  # said and left for a person: one claim's failed run stops no other look
                 print(f"[decide] {c.key}: look not taken: {err}", flush=True)
                 failed.add(c.key)

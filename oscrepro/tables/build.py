@@ -34,7 +34,16 @@ from oscrepro.tables.match import with_matched_rows
 from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import render_analysis_table, render_runs_table
 from oscrepro.tables.sources import PLAN_ATTR, call_adapter
-from oscrepro.tables.spec import BUDGETS, SEEDS_ARG, SpecError, TableSpec, check_extra_overrides, load_spec
+from oscrepro.tables.spec import (
+    BUDGETS,
+    SEEDS_ARG,
+    TRIAL_CORE_S,
+    TRIALS_ARG,
+    SpecError,
+    TableSpec,
+    check_extra_overrides,
+    load_spec,
+)
 from oscrepro.utils.provenance import git_commit
 
 log = logging.getLogger("oscrepro.table")
@@ -134,12 +143,14 @@ ENGINE_KWARGS = ("train_missing", "launcher", "workers")  # analysis keys the en
 def analysis_kwargs(spec: TableSpec, budget: str) -> dict[str, Any]:
     """The analysis adapter's keyword arguments at ``budget``: the spec's ``analysis`` block with the budget's
     entries of ``analysis.budgets`` over it, and the seed count the claims planner decided for the table's own seed
-    runs (:meth:`TableSpec.analysis_seeds`) over that."""
-    kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets", SEEDS_ARG)}
+    runs (:meth:`TableSpec.analysis_seeds`) and of its timed trials (:meth:`TableSpec.analysis_trials`) over that."""
+    kwargs = {k: v for k, v in spec.analysis.items()
+              if k not in ("_target_", "budgets", SEEDS_ARG, TRIALS_ARG, TRIAL_CORE_S)}
     kwargs.update((spec.analysis.get("budgets") or {}).get(budget, {}))
     if spec.analysis.get(SEEDS_ARG):
-        name = str(spec.analysis[SEEDS_ARG])
-        kwargs[name] = spec.analysis_seeds(budget)
+        kwargs[str(spec.analysis[SEEDS_ARG])] = spec.analysis_seeds(budget)
+    if spec.analysis.get(TRIALS_ARG):
+        kwargs[str(spec.analysis[TRIALS_ARG])] = spec.analysis_trials(budget)
     return kwargs
 
 

@@ -127,16 +127,26 @@ class TableSpec:
         value (``analysis.budgets`` over ``analysis``), raised to what the claims planner decided for the table
         (``conf/decide/<budget>.yaml``, key :data:`ANALYSIS_SEEDS`). Extra seeds are the adapter's ordinary seeds
         n..N-1. SpecError when the table names no such argument."""
-        name = self.analysis.get(SEEDS_ARG)
+        return self._own_count(budget, SEEDS_ARG, ANALYSIS_SEEDS, "seed runs")
+
+    def analysis_trials(self, budget: str, decided: bool = True) -> int:
+        """The count of an analysis table's repeated measurements (the adapter argument that ``analysis.trials_arg``
+        names: osciformer Figure 2's timing repeats, coupledqk Table 10's timed trials) at ``budget``, raised to what
+        the claims planner decided (key :data:`ANALYSIS_TRIALS`) unless ``decided`` is False (the spec's own count,
+        from which the planner's trial cap is set). A build with more trials measures them all afresh. SpecError
+        when the table names no such argument."""
+        return self._own_count(budget, TRIALS_ARG, ANALYSIS_TRIALS if decided else None, "timed trials")
+
+    def _own_count(self, budget: str, arg: str, pseudo: str | None, what: str) -> int:
+        name = self.analysis.get(arg)
         if self.kind != "analysis" or not name:
-            raise SpecError(f"table {self.key}: no analysis.{SEEDS_ARG} (the adapter argument that counts its own "
-                            "seed runs)")
+            raise SpecError(f"table {self.key}: no analysis.{arg} (the adapter argument that counts its own {what})")
         value = {**self.analysis, **(self.analysis.get("budgets") or {}).get(budget, {})}.get(name)
         if not isinstance(value, int):
-            raise SpecError(f"table {self.key}: analysis.{SEEDS_ARG} names {name!r}, which is {value!r} at "
-                            f"budget={budget}, not a seed count")
-        decided = decided_seeds(self.path.parents[2], budget).get(self.key, {}).get(ANALYSIS_SEEDS, 0)
-        return max(value, int(decided))
+            raise SpecError(f"table {self.key}: analysis.{arg} names {name!r}, which is {value!r} at "
+                            f"budget={budget}, not a count")
+        raised = decided_seeds(self.path.parents[2], budget).get(self.key, {}).get(pseudo, 0) if pseudo else 0
+        return max(value, int(raised))
 
     def below_paper(self, budget: str) -> bool:
         """Whether a build at ``budget`` is below the paper's: any budget but ``paper``, except for an analysis
@@ -221,6 +231,14 @@ SEEDS_ARG = "seeds_arg"
 #: The pseudo row label under which ``conf/decide/<budget>.yaml`` keeps an analysis table's decided seed count: its
 #: own seed runs are the adapter's, shared by every row.
 ANALYSIS_SEEDS = "(analysis seeds)"
+#: Analysis-table key under which ``analysis.trials_arg`` names the adapter argument counting repeated measurements
+#: (timed trials): more of them narrow a timing claim's interval as more seeds narrow a trained one.
+TRIALS_ARG = "trials_arg"
+#: The pseudo row label of an analysis table's decided trial count in ``conf/decide/<budget>.yaml``.
+ANALYSIS_TRIALS = "(analysis trials)"
+#: Analysis-table key: measured core-seconds of one trial at the budget (``{budget: s}``), the planner's price of a
+#: trial (a timing build leaves no run record to price it from); the spec's comment says where it was measured.
+TRIAL_CORE_S = "trial_core_s"
 
 
 def decided_seeds(conf_dir: Path, budget: str) -> dict[str, dict[str, int]]:

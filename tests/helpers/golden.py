@@ -9,7 +9,7 @@ from typing import Any
 
 from oscrepro.runs.record import hashed_payload
 from oscrepro.tables.plan import plan
-from oscrepro.tables.spec import BUDGETS, available_tables, load_spec
+from oscrepro.tables.spec import BUDGETS, TRIAL_CORE_S, TRIALS_ARG, available_tables, load_spec
 
 
 def digest(payload: dict[str, Any]) -> str:
@@ -31,7 +31,9 @@ def snapshot(paper: str | None = None) -> dict[str, Any]:
         spec = load_spec(key)
         for budget in BUDGETS:
             if spec.kind == "analysis":
-                kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets")}
+                # the planner's pointer to the trial count and its price are not adapter arguments
+                kwargs = {k: v for k, v in spec.analysis.items()
+                          if k not in ("_target_", "budgets", TRIALS_ARG, TRIAL_CORE_S)}
                 kwargs.update((spec.analysis.get("budgets") or {}).get(budget, {}))
                 analyses[f"{key}|{budget}"] = kwargs
                 continue

@@ -165,3 +165,15 @@ def test_analysis_of_every_source_seed_is_decided_through_its_source():
     assert rows == ["TinyStories, d_osc=2", "TinyStories, d_osc=8", "TinyStories, d_osc=32"]
     assert source_rows(load_spec("osciformer/fig5_forecast"), "cpu", results, ["x"]) is None
     assert source_rows(load_spec("fqo/ode_inference"), "cpu", results, ["x"]) is None
+
+
+def test_timed_trials_are_remeasured_whole_at_each_look():
+    """A timing claim's look re-measures all its trials (they are not nested like seeds): reaching look 3 of
+    [8, 12, 18, ...] from 8 costs 12 + 18 trials, not 10."""
+    from oscrepro.claims.decide import Candidate
+
+    cand = Candidate(None, ["(analysis trials)"], 8, 10.0, looks=[8, 12, 18, 27, 32], trials=True)  # type: ignore[arg-type]
+    assert cand.cost_to(12) == pytest.approx(120.0)
+    assert cand.cost_to(18) == pytest.approx(300.0)
+    seeds = Candidate(None, ["x"], 8, 10.0, looks=[8, 12, 18, 27, 32])  # type: ignore[arg-type]
+    assert seeds.cost_to(18) == pytest.approx(100.0)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from oscrepro.claims.decide import _analysis_seed_cost, write_decided
+from oscrepro.claims.decide import _analysis_seed_cost, _trial_cost, write_decided
 from oscrepro.runs.compose import CONF_DIR
 from oscrepro.tables.build import analysis_kwargs
-from oscrepro.tables.spec import ANALYSIS_SEEDS, SpecError, load_spec
+from oscrepro.tables.spec import ANALYSIS_SEEDS, ANALYSIS_TRIALS, SpecError, load_spec
 
 KEY = "osciformer/fig5_forecast"
 
@@ -52,3 +52,36 @@ def test_cost_per_seed_from_the_experiment_records(tmp_path: Path, conf: Path):
         (runs / name / "status.json").write_text(json.dumps({"status": status, "wall_time_s": wall}))
     assert _analysis_seed_cost(spec, "cpu", tmp_path) == pytest.approx(120.0 / 3)  # ok records over 3 seeds
     assert math.isnan(_analysis_seed_cost(spec, "cpu", tmp_path / "empty"))  # no records: nothing to cost it by
+
+
+TIMED = "osciformer/fig2_time"
+
+
+@pytest.fixture
+def timed_conf(tmp_path: Path) -> Path:
+    root = tmp_path / "conf"
+    (root / "table" / TIMED).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(CONF_DIR / "table" / f"{TIMED}.yaml", root / "table" / f"{TIMED}.yaml")
+    return root
+
+
+def test_decided_trials_reach_the_adapter(timed_conf: Path):
+    """A timing analysis's repeats (``analysis.trials_arg``) are raised like seeds; the planner's cap reads the
+    spec's own count, and the pointer and the price never reach the adapter."""
+    spec = load_spec(TIMED, timed_conf)
+    assert spec.analysis_trials("cpu") == 8 and spec.analysis_trials("smoke") == 1
+    write_decided("cpu", TIMED, [ANALYSIS_TRIALS], 12, timed_conf)
+    spec = load_spec(TIMED, timed_conf)
+    kwargs = analysis_kwargs(spec, "cpu")
+    assert kwargs["repeats"] == 12
+    assert not {"trials_arg", "trial_core_s"} & set(kwargs)
+    assert spec.analysis_trials("cpu", decided=False) == 8  # the cap is fixed from the spec, not the raised count
+    assert analysis_kwargs(spec, "smoke")["repeats"] == 1
+    with pytest.raises(SpecError, match="trials_arg"):
+        load_spec(KEY, CONF_DIR).analysis_trials("cpu")
+
+
+def test_trial_price_comes_from_the_spec(timed_conf: Path):
+    spec = load_spec(TIMED, timed_conf)
+    assert _trial_cost(spec, "cpu") == pytest.approx(10.6)
+    assert math.isnan(_trial_cost(spec, "paper"))  # not measured at paper: the planner leaves it out, saying why
