@@ -525,6 +525,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None, help="also write the plan markdown here")
     args = parser.parse_args(argv)
     results = Path(args.results_dir)
+    from oscrepro.utils.quiet import quiet_third_party
+
+    quiet_third_party()  # the looks build tables in this process (timing analyses call seed_everything per trial)
     if args.dry_run:
         text = render_plan(candidates(args.budget, results, args.cap), args.budget, args.core_hours)
         print(text, end="")
