@@ -458,7 +458,7 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         if not chosen:
             print(f"[decide] stop: {len(live)} live candidates, none fits the {budget_s - spent:.0f} core-s left",
                   flush=True)
-            if looks:
+            if any(not look.get("trials") for look in looks):
                 print("[decide] seeds were added: regenerate the golden configs (python "
                       "tests/fixtures/make_golden_configs.py) and commit conf/decide, the records and the tables",
                       flush=True)
@@ -504,7 +504,7 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
                 print(f"[decide] {c.key}: look not taken: {err}", flush=True)
                 failed.add(c.key)
                 continue
-            looks.append({"claim": c.key, **look})
+            looks.append({"claim": c.key, "trials": c.trials, **look})
             print(f"[decide] {c.key}: look {look['look']} at n={look['n']} → {look['status']}", flush=True)
         for key in [*tables, *own, *readers]:  # after the looks: a table's claims section reads the ledger's verdicts
             refresh_table_claims(key, budget, results)
