@@ -438,8 +438,9 @@ def take_look(cand: Candidate, results: Path, budget: str, core_s: float | None 
 
 
 def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, launcher: str = "joblib",
-        workers: int | None = None) -> list[dict]:
-    """Extend, train, re-render and look until decided, capped or out of core-hours (module docstring)."""
+        workers: int | None = None, only: set[str] | None = None) -> list[dict]:
+    """Extend, train, re-render and look until decided, capped or out of core-hours (module docstring). ``only``:
+    extend just these claim ids (a researcher's pick; the design's guarantee is per claim, so it holds the same)."""
     from oscrepro.tables.build import build_table, planned_cells
     from oscrepro.tables.launch import Progress, launch
     from oscrepro.tables.plan import unique_runs
@@ -448,7 +449,8 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
     failed: set[str] = set()  # claims whose look could not be taken (a diverged or missing run): not retried
     budget_s = core_hours * 3600
     while True:
-        live = [c for c in candidates(budget, results, cap) if not c.reason and c.key not in failed]
+        live = [c for c in candidates(budget, results, cap) if not c.reason and c.key not in failed
+                and (only is None or c.checked.claim.id in only)]
         chosen, cost = [], 0.0
         for c in live:
             step = c.cost_to(min(m for m in c.looks if m > c.n_now))
@@ -523,6 +525,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--launcher", default="joblib")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--out", default=None, help="also write the plan markdown here")
+    parser.add_argument("--only", nargs="+", default=None, metavar="CLAIM",
+                        help="extend only these claim ids (the plan still ranks every claim)")
     args = parser.parse_args(argv)
     results = Path(args.results_dir)
     from oscrepro.utils.quiet import quiet_third_party
@@ -534,7 +538,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.out:
             atomic_write_text(Path(args.out), text)
         return
-    run(args.budget, args.core_hours, results, args.cap, args.launcher, args.workers)
+    run(args.budget, args.core_hours, results, args.cap, args.launcher, args.workers,
+        set(args.only) if args.only else None)
 
 
 if __name__ == "__main__":

@@ -177,3 +177,35 @@ def test_timed_trials_are_remeasured_whole_at_each_look():
     assert cand.cost_to(18) == pytest.approx(300.0)
     seeds = Candidate(None, ["x"], 8, 10.0, looks=[8, 12, 18, 27, 32])  # type: ignore[arg-type]
     assert seeds.cost_to(18) == pytest.approx(100.0)
+
+
+def test_only_extends_the_named_claims(monkeypatch, tmp_path: Path):
+    """``--only``: the other live candidates are ranked but not extended (no seeds written, no look taken)."""
+    import oscrepro.tables.build as build
+    import oscrepro.tables.launch as launch_mod
+    from oscrepro.claims import decide
+
+    def checked(cid):
+        claim = type("C", (), {"id": cid, "table": "osciformer/fig5_forecast"})()
+        return type("K", (), {"claim": claim, "budget": "cpu"})()
+
+    rounds = []
+
+    def fake_candidates(*_a, **_k):  # the second round finds both decided (the fakes leave no records to count)
+        rounds.append(1)
+        return [] if len(rounds) > 1 else [
+            decide.Candidate(checked(cid), ["(analysis seeds)"], 3, 10.0, best_n=5, power=0.9, cost_s=20.0,
+                             looks=[3, 5, 8, 10], analysis=True) for cid in ("a-claim", "b-claim")]
+
+    written, looked = [], []
+    monkeypatch.setattr(decide, "candidates", fake_candidates)
+    monkeypatch.setattr(decide, "write_decided", lambda *a, **k: written.append(a))
+    monkeypatch.setattr(decide, "take_look", lambda c, *a, **k: looked.append(c.key) or {"look": 2, "n": 5,
+                                                                                           "status": "holds"})
+    monkeypatch.setattr(decide, "refresh_table_claims", lambda *a, **k: None)
+    monkeypatch.setattr(decide, "load_ledger", lambda *a, **k: {"a-claim@cpu": {}, "b-claim@cpu": {}})
+    monkeypatch.setattr(build, "build_table", lambda *a, **k: None)
+    monkeypatch.setattr(launch_mod, "launch", lambda *a, **k: None)
+    monkeypatch.setattr(decide, "_experiment_records", lambda *a, **k: [])
+    decide.run("cpu", 1.0, tmp_path, only={"b-claim"})
+    assert looked == ["b-claim@cpu"] and len(written) == 1
