@@ -261,6 +261,9 @@ def _fit_and_test(cfg: DictConfig, run_dir: Path, rank0: bool, loggers: list[Log
                     "validation inside epochs); training it again from the start", run_dir.name)
         shutil.rmtree(ckpt_dir)
         shutil.rmtree(run_dir / "logs", ignore_errors=True)
+    if rank0 and not last.exists() and (run_dir / "logs").is_dir():  # an attempt stopped before its first checkpoint
+        log.info("run %s: an earlier attempt left no checkpoint; training it from the start", run_dir.name)
+        shutil.rmtree(run_dir / "logs")  # its partial CSV history (Lightning would warn, then overwrite it)
     if rank0 and last.exists():  # resume: keep the history logged up to the checkpoint (the CSV logger deletes it)
         ckpt_epoch = int(read_checkpoint(last)["epoch"])
         wall_offset = history.set_aside(run_dir / "logs", ckpt_epoch)

@@ -42,6 +42,26 @@ def test_smoke_run_writes_complete_run_record(compose, results_dir):
     assert all(w > 0 for w in walls) and walls == sorted(walls)
 
 
+def test_an_attempt_stopped_before_its_first_checkpoint_restarts_quietly(compose, results_dir, caplog):
+    """A run killed before its first checkpoint left logs/ behind: the retry says it starts again, replaces the
+    partial history (Lightning's "Experiment logs directory ... will be deleted" warning does not show) and equals
+    a fresh run."""
+    import warnings
+
+    cfg = compose(SMOKE + [f"paths.results_dir={results_dir}"])
+    fresh = train(compose(SMOKE + [f"paths.results_dir={results_dir / 'fresh'}"]))
+    logs = _record(cfg) / "logs"
+    logs.mkdir(parents=True)
+    (logs / "metrics.csv").write_text("epoch,step,train/loss\n0,1,9.9\n")  # the stopped attempt's history
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level("INFO", logger="oscrepro.train"):
+        warnings.simplefilter("always")
+        result = train(cfg)
+    assert result["status"] == "ok" and result["test/acc"] == fresh["test/acc"]
+    assert not [w for w in caught if "Experiment logs directory" in str(w.message)]
+    assert "an earlier attempt left no checkpoint" in caplog.text
+    assert "9.9" not in (logs / "metrics.csv").read_text()
+
+
 def test_finished_run_is_not_redone(compose, results_dir):
     cfg = compose(SMOKE + [f"paths.results_dir={results_dir}"])
     first = train(cfg)
