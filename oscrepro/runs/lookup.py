@@ -8,6 +8,7 @@ to train one.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -51,6 +52,13 @@ def _normalised(cfg: DictConfig) -> str:
     return json.dumps(payload, sort_keys=True, default=str)
 
 
+@functools.lru_cache(maxsize=8192)
+def _normalised_file(path: str, mtime_ns: int) -> str:
+    """:func:`_normalised` of a record's ``config.yaml``, cached per (path, mtime): the claims planner looks up every
+    seed it might add, and each miss scans the experiment's records (a record's config is written once)."""
+    return _normalised(OmegaConf.load(path))
+
+
 def find_record(req: RunRequest) -> Path | None:
     """The finished record of ``req``: its exact run dir, else a device-only variant (latest first)."""
     if req.record.finished():
@@ -61,7 +69,7 @@ def find_record(req: RunRequest) -> Path | None:
     hits = []
     for cfg_path in req.run_dir.parent.glob("*/config.yaml"):
         if RunRecord(cfg_path.parent).finished():
-            if _normalised(OmegaConf.load(cfg_path)) == want:
+            if _normalised_file(str(cfg_path), cfg_path.stat().st_mtime_ns) == want:
                 hits.append(cfg_path.parent)
     return max(hits, key=lambda p: p.stat().st_mtime) if hits else None
 
