@@ -111,6 +111,7 @@ class Candidate:
     analysis: bool = False  # an analysis table's own seed runs (analysis.seeds_arg): its build trains them
     trials: bool = False  # an analysis table's timed trials (analysis.trials_arg): its build measures them afresh
     have_s: dict[int, float] = field(default_factory=dict)  # seed -> core-seconds of its runs already recorded
+    pending: dict[int, dict[str, float]] = field(default_factory=dict)  # seed -> {run config: core-s} to train
     source: tuple[str, list[str]] | None = None  # an analysis decided through its source table's rows (docstring)
 
     @property
@@ -187,6 +188,14 @@ def _run_cost(key: str, budget: str, rows: list[str], results: Path, extra_seeds
     """Core-seconds of one more seed of every run-backed cell of ``rows`` (mean recorded run time × threads; nan
     when no finished record of those cells carries a run time), and, for each seed of ``extra_seeds``, the part of
     that already covered by finished records of that seed (rows whose seeds another claim or table trained)."""
+    run_s, have, _ = _run_costs(key, budget, rows, results, extra_seeds)
+    return run_s, have
+
+
+def _run_costs(key: str, budget: str, rows: list[str], results: Path, extra_seeds: range = range(0)
+               ) -> tuple[float, dict[int, float], dict[int, dict[str, float]]]:
+    """:func:`_run_cost`, and for each seed of ``extra_seeds`` the runs still to train, keyed by their config
+    (overrides and seed) with their price: two claims that need the same new run are charged for it once."""
     from oscrepro.runs.lookup import RunRequest, find_record
     from oscrepro.tables.build import planned_cells
 
@@ -201,17 +210,21 @@ def _run_cost(key: str, budget: str, rows: list[str], results: Path, extra_seeds
             if st.get("status") == "ok" and st.get("wall_time_s"):
                 times.append(_record_core_s(st))
         if not times:
-            return math.nan, {}
+            return math.nan, {}, {}
         per_run[reqs[0].run_dir] = (sum(times) / len(times),
                                     [o for o in reqs[0].overrides if not o.startswith("seed=")])
     if not per_run:  # no run-backed cell in those rows
-        return math.nan, {}
+        return math.nan, {}, {}
     have: dict[int, float] = {}
+    pending: dict[int, dict[str, float]] = {}
     for seed in extra_seeds:  # the request a build would make for this seed: its record may exist already
-        done = sum(t for t, base in per_run.values() if find_record(RunRequest.compose([*base, f"seed={seed}"])))
-        if done:
-            have[seed] = done
-    return sum(t for t, _ in per_run.values()), have
+        for t, base in per_run.values():
+            overrides = [*base, f"seed={seed}"]
+            if find_record(RunRequest.compose(overrides)):
+                have[seed] = have.get(seed, 0.0) + t
+            else:
+                pending.setdefault(seed, {})[" ".join(sorted(overrides))] = t
+    return sum(t for t, _ in per_run.values()), have, pending
 
 
 def source_rows(spec: TableSpec, budget: str, results: Path, rows: list[str]) -> tuple[str, list[str]] | None:
@@ -322,7 +335,8 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
                 cand.run_s = _analysis_seed_cost(spec, budget, results)
             else:
                 table, rows = cand.target
-                cand.run_s, cand.have_s = _run_cost(table, budget, rows, results, range(n, cand.looks[-1]))
+                cand.run_s, cand.have_s, cand.pending = _run_costs(table, budget, rows, results,
+                                                                   range(n, cand.looks[-1]))
             if not math.isfinite(cand.run_s):
                 cand.reason = (f"no measured trial cost (analysis.{TRIAL_CORE_S}.{budget}) to price it"
                                if cand.trials else "no finished record with a run time to cost it")
@@ -452,11 +466,15 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         live = [c for c in candidates(budget, results, cap) if not c.reason and c.key not in failed
                 and (only is None or c.checked.claim.id in only)]
         chosen, cost = [], 0.0
+        planned: set[str] = set()  # the new runs already paid for by a chosen claim (another claim's look shares them)
         for c in live:
-            step = c.cost_to(min(m for m in c.looks if m > c.n_now))
+            nxt = min(m for m in c.looks if m > c.n_now)
+            runs = {k: t for s in range(c.n_now, nxt) for k, t in c.pending.get(s, {}).items()}
+            step = sum(t for k, t in runs.items() if k not in planned) if c.pending else c.cost_to(nxt)
             if spent + cost + step <= budget_s:
                 chosen.append(c)
                 cost += step
+                planned |= set(runs)
         if not chosen:
             print(f"[decide] stop: {len(live)} live candidates, none fits the {budget_s - spent:.0f} core-s left",
                   flush=True)

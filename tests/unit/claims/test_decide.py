@@ -209,3 +209,37 @@ def test_only_extends_the_named_claims(monkeypatch, tmp_path: Path):
     monkeypatch.setattr(decide, "_experiment_records", lambda *a, **k: [])
     decide.run("cpu", 1.0, tmp_path, only={"b-claim"})
     assert looked == ["b-claim@cpu"] and len(written) == 1
+
+
+def test_claims_sharing_new_runs_pay_for_them_once(monkeypatch, tmp_path: Path):
+    """Fig. 3's dip and Table 1's MLP-Only claim both need Table 1's Standard seeds 5-7: with room for those runs
+    once, both looks are taken in the same round (priced per claim, the second would not fit)."""
+    import oscrepro.tables.build as build
+    import oscrepro.tables.launch as launch_mod
+    from oscrepro.claims import decide
+
+    def checked(cid):
+        claim = type("C", (), {"id": cid, "table": "coupledqk/table1"})()
+        return type("K", (), {"claim": claim, "budget": "cpu"})()
+
+    rounds, looked = [], []
+    shared = {3: {"attention=softmax seed=3": 100.0}, 4: {"attention=softmax seed=4": 100.0}}
+
+    def fake_candidates(*_a, **_k):
+        rounds.append(1)
+        return [] if len(rounds) > 1 else [
+            decide.Candidate(checked(cid), ["Standard"], 3, 100.0, best_n=5, power=0.9, cost_s=200.0,
+                             looks=[3, 5, 8, 10], pending=shared) for cid in ("a-claim", "b-claim")]
+
+    monkeypatch.setattr(decide, "candidates", fake_candidates)
+    monkeypatch.setattr(decide, "write_decided", lambda *a, **k: None)
+    monkeypatch.setattr(decide, "take_look", lambda c, *a, **k: looked.append(c.key) or {"look": 2, "n": 5,
+                                                                                           "status": "holds"})
+    monkeypatch.setattr(decide, "refresh_table_claims", lambda *a, **k: None)
+    monkeypatch.setattr(decide, "load_ledger", lambda *a, **k: {"a-claim@cpu": {}, "b-claim@cpu": {}})
+    monkeypatch.setattr(build, "build_table", lambda *a, **k: None)
+    monkeypatch.setattr(build, "planned_cells", lambda *a, **k: (None, {}, None))
+    monkeypatch.setattr(launch_mod, "launch", lambda *a, **k: None)
+    monkeypatch.setattr(decide, "_row_runs", lambda *a, **k: set())
+    decide.run("cpu", 250 / 3600, tmp_path)
+    assert looked == ["a-claim@cpu", "b-claim@cpu"]
