@@ -452,9 +452,10 @@ def take_look(cand: Candidate, results: Path, budget: str, core_s: float | None 
 
 
 def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, launcher: str = "joblib",
-        workers: int | None = None, only: set[str] | None = None) -> list[dict]:
+        workers: int | None = None, only: set[str] | None = None, rounds: int | None = None) -> list[dict]:
     """Extend, train, re-render and look until decided, capped or out of core-hours (module docstring). ``only``:
-    extend just these claim ids (a researcher's pick; the design's guarantee is per claim, so it holds the same)."""
+    extend just these claim ids (a researcher's pick; the design's guarantee is per claim, so it holds the same);
+    ``rounds``: stop after this many rounds of looks (a look not taken now is taken by a later run, on schedule)."""
     from oscrepro.tables.build import build_table, planned_cells
     from oscrepro.tables.launch import Progress, launch
     from oscrepro.tables.plan import unique_runs
@@ -462,7 +463,12 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
     spent, looks = 0.0, []
     failed: set[str] = set()  # claims whose look could not be taken (a diverged or missing run): not retried
     budget_s = core_hours * 3600
+    done_rounds = 0
     while True:
+        if rounds is not None and done_rounds >= rounds:
+            print(f"[decide] stop: {rounds} round(s) of looks taken", flush=True)
+            return looks
+        done_rounds += 1
         live = [c for c in candidates(budget, results, cap) if not c.reason and c.key not in failed
                 and (only is None or c.checked.claim.id in only)]
         chosen, cost = [], 0.0
@@ -545,6 +551,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None, help="also write the plan markdown here")
     parser.add_argument("--only", nargs="+", default=None, metavar="CLAIM",
                         help="extend only these claim ids (the plan still ranks every claim)")
+    parser.add_argument("--rounds", type=int, default=None, help="stop after this many rounds of looks")
     args = parser.parse_args(argv)
     results = Path(args.results_dir)
     from oscrepro.utils.quiet import quiet_third_party
@@ -557,7 +564,7 @@ def main(argv: list[str] | None = None) -> None:
             atomic_write_text(Path(args.out), text)
         return
     run(args.budget, args.core_hours, results, args.cap, args.launcher, args.workers,
-        set(args.only) if args.only else None)
+        set(args.only) if args.only else None, args.rounds)
 
 
 if __name__ == "__main__":

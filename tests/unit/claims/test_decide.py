@@ -191,11 +191,13 @@ def test_only_extends_the_named_claims(monkeypatch, tmp_path: Path):
 
     rounds = []
 
+    def live():
+        return [decide.Candidate(checked(cid), ["(analysis seeds)"], 3, 10.0, best_n=5, power=0.9, cost_s=20.0,
+                                 looks=[3, 5, 8, 10], analysis=True) for cid in ("a-claim", "b-claim")]
+
     def fake_candidates(*_a, **_k):  # the second round finds both decided (the fakes leave no records to count)
         rounds.append(1)
-        return [] if len(rounds) > 1 else [
-            decide.Candidate(checked(cid), ["(analysis seeds)"], 3, 10.0, best_n=5, power=0.9, cost_s=20.0,
-                             looks=[3, 5, 8, 10], analysis=True) for cid in ("a-claim", "b-claim")]
+        return [] if len(rounds) > 1 else live()
 
     written, looked = [], []
     monkeypatch.setattr(decide, "candidates", fake_candidates)
@@ -209,6 +211,10 @@ def test_only_extends_the_named_claims(monkeypatch, tmp_path: Path):
     monkeypatch.setattr(decide, "_experiment_records", lambda *a, **k: [])
     decide.run("cpu", 1.0, tmp_path, only={"b-claim"})
     assert looked == ["b-claim@cpu"] and len(written) == 1
+    looked.clear()
+    monkeypatch.setattr(decide, "candidates", lambda *a, **k: live())  # live every round
+    decide.run("cpu", 1.0, tmp_path, only={"b-claim"}, rounds=1)  # would loop (the fakes record no spend) without
+    assert looked == ["b-claim@cpu"]
 
 
 def test_claims_sharing_new_runs_pay_for_them_once(monkeypatch, tmp_path: Path):
