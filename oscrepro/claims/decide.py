@@ -272,6 +272,14 @@ def _trial_cost(spec: TableSpec, budget: str) -> float:
     return float(value) if isinstance(value, int | float) and value > 0 else math.nan
 
 
+def best_look(options: list[tuple[int, float, float]]) -> tuple[int, float, float] | None:
+    """The look to rank a claim by, from its later looks' (N, predictive power, core-seconds): the cheapest per
+    expected decision among those with power ≥ :data:`MIN_POWER`; None when none reaches it. A free look with
+    little power (seeds another table trained) must not hide a dearer look that can decide the claim."""
+    worth = [o for o in options if o[1] >= MIN_POWER]
+    return min(worth, key=lambda o: (o[2] / o[1], o[0])) if worth else None
+
+
 def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candidate]:
     """Every inconclusive claim at ``budget`` with what deciding it would take (module docstring), ranked; claims
     left out carry their ``reason``."""
@@ -345,21 +353,21 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
                 cand.best_n, cand.power, cand.cost_s = cand.looks[0], math.nan, cand.cost_to(cand.looks[0])
                 continue
             levels = S.look_levels(cand.looks)
-            for n_final, level in zip(cand.looks, levels, strict=True):
-                if n_final <= n:
-                    continue
-                power = _power(checked, cells, n_final, level)
-                cost = cand.cost_to(n_final)
-                if power > 0 and (cand.best_n is None or cost / power < cand.score):
-                    cand.best_n, cand.power, cand.cost_s = n_final, power, cost
-            if cand.best_n is None or cand.power < MIN_POWER:
-                best = f"{cand.power:.2f} at N = {cand.best_n}" if cand.best_n else "0"
+            # (N, power, cost) of each later look; the best is the cheapest per expected decision among looks with
+            # power ≥ MIN_POWER (a free look with little power must not hide a dearer one that can decide)
+            options = [(m, _power(checked, cells, m, level), cand.cost_to(m))
+                       for m, level in zip(cand.looks, levels, strict=True) if m > n]
+            chosen = best_look(options)
+            if chosen:
+                cand.best_n, cand.power, cand.cost_s = chosen
+            else:
+                top = max(options, key=lambda o: o[1], default=None)
+                best = f"{top[1]:.2f} at N = {top[0]}" if top and top[1] > 0 else "0"
                 cand.reason = (f"predictive power below {MIN_POWER:g} up to {claim_cap} "
                                f"{'trials' if cand.trials else 'seeds'} (best {best}"
                                + ("; the lack-of-fit reading of the slope does not narrow with seeds"
                                   if c["kind"] == "trend" else "")
                                + f"): more {'trials' if cand.trials else 'seeds'} are not expected to decide it")
-                cand.best_n = None
     return sorted(out, key=lambda c: (bool(c.reason), c.score, c.key))
 
 

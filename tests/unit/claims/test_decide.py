@@ -249,3 +249,13 @@ def test_claims_sharing_new_runs_pay_for_them_once(monkeypatch, tmp_path: Path):
     monkeypatch.setattr(decide, "_row_runs", lambda *a, **k: set())
     decide.run("cpu", 250 / 3600, tmp_path)
     assert looked == ["a-claim@cpu", "b-claim@cpu"]
+
+
+def test_a_free_look_with_little_power_does_not_hide_one_that_can_decide():
+    """Table 1's MLP-Only claim after the MLP-Only table trained its seeds: the look at 5 is free but has power 0.02;
+    the look at 8 (power 0.13) is the one to rank by, and the claim stays live."""
+    from oscrepro.claims.decide import best_look
+
+    assert best_look([(5, 0.02, 0.0), (8, 0.13, 100.0), (10, 0.2, 300.0)]) == (8, 0.13, 100.0)
+    assert best_look([(5, 0.5, 0.0), (8, 0.9, 100.0)]) == (5, 0.5, 0.0)  # free and able to decide: best
+    assert best_look([(5, 0.02, 0.0), (8, 0.05, 100.0)]) is None  # nothing reaches MIN_POWER: left out
