@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from oscrepro.papers.coupledqk.overhead import coupledqk_table10, measure_models, trial_ratios
 from oscrepro.table import build_table
+from oscrepro.tables.build import analysis_kwargs
 from oscrepro.tables.spec import load_spec
 
 
@@ -50,8 +51,7 @@ def test_table10_smoke(tmp_path: Path) -> None:
 
 def test_standard_against_itself(tmp_path: Path) -> None:
     """Two identical Standard models: the same parameters and exactly the same peak memory; the baseline is 1.0."""
-    spec = load_spec("coupledqk/table10").analysis
-    kw = {**{k: v for k, v in spec.items() if k not in ("_target_", "budgets", "rows")}, **spec["budgets"]["smoke"]}
+    kw = {k: v for k, v in analysis_kwargs(load_spec("coupledqk/table10"), "smoke").items() if k != "rows"}
     rows = [{"label": "Standard", "overrides": ["attention=softmax"]},
             {"label": "Standard again", "overrides": ["attention=softmax"]}]
     _, table, notes = coupledqk_table10(out_dir=tmp_path, budget="smoke", results_dir=tmp_path, **{**kw, "rows": rows})

@@ -10,14 +10,14 @@ import pytest
 
 from oscrepro.papers.osciformer import epoch_time
 from oscrepro.papers.osciformer.epoch_time import osciformer_fig2_time, repeat_ratios
+from oscrepro.tables.build import analysis_kwargs
 from oscrepro.tables.render import analysis_csv
 from oscrepro.tables.spec import load_spec
 
 
 def _kwargs(**extra):
     spec = load_spec("osciformer/fig2_time")
-    kwargs = {k: v for k, v in spec.analysis.items() if k not in ("_target_", "budgets")}
-    kwargs.update(spec.analysis["budgets"]["smoke"], **extra)
+    kwargs = {**analysis_kwargs(spec, "smoke"), **extra}  # what a build passes the adapter
     return spec, kwargs
 
 
