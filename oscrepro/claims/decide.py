@@ -127,6 +127,11 @@ class Candidate:
             return sum(m * self.run_s for m in self.looks if self.n_now < m <= n_final)
         return sum(max(self.run_s - self.have_s.get(s, 0.0), 0.0) for s in range(self.n_now, n_final))
 
+    def new_runs(self, n_final: int) -> dict[str, float]:
+        """The runs still to train for seeds ``n_now`` .. ``n_final`` - 1, by config, with their core-seconds (empty
+        for an analysis's own seeds or trials, which are priced per seed or trial, not per run)."""
+        return {k: t for s in range(self.n_now, n_final) for k, t in self.pending.get(s, {}).items()}
+
     @property
     def key(self) -> str:
         return f"{self.checked.claim.id}@{self.checked.budget}"
@@ -183,19 +188,13 @@ def _no_spread(checked: Checked, cells: dict) -> str:
     return ""
 
 
-def _run_cost(key: str, budget: str, rows: list[str], results: Path, extra_seeds: range = range(0)
-              ) -> tuple[float, dict[int, float]]:
-    """Core-seconds of one more seed of every run-backed cell of ``rows`` (mean recorded run time × threads; nan
-    when no finished record of those cells carries a run time), and, for each seed of ``extra_seeds``, the part of
-    that already covered by finished records of that seed (rows whose seeds another claim or table trained)."""
-    run_s, have, _ = _run_costs(key, budget, rows, results, extra_seeds)
-    return run_s, have
-
-
 def _run_costs(key: str, budget: str, rows: list[str], results: Path, extra_seeds: range = range(0)
                ) -> tuple[float, dict[int, float], dict[int, dict[str, float]]]:
-    """:func:`_run_cost`, and for each seed of ``extra_seeds`` the runs still to train, keyed by their config
-    (overrides and seed) with their price: two claims that need the same new run are charged for it once."""
+    """Core-seconds of one more seed of every run-backed cell of ``rows`` (mean recorded run time × threads; nan
+    when no finished record of those cells carries a run time), and, for each seed of ``extra_seeds``, the part of
+    that already covered by finished records of that seed (rows whose seeds another claim or table trained), and
+    the runs still to train, keyed by their config (overrides and seed) with their price: two claims that need the
+    same new run are charged for it once."""
     from oscrepro.runs.lookup import RunRequest, find_record
     from oscrepro.tables.build import planned_cells
 
@@ -483,8 +482,8 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         planned: set[str] = set()  # the new runs already paid for by a chosen claim (another claim's look shares them)
         for c in live:
             nxt = min(m for m in c.looks if m > c.n_now)
-            runs = {k: t for s in range(c.n_now, nxt) for k, t in c.pending.get(s, {}).items()}
-            step = sum(t for k, t in runs.items() if k not in planned) if c.pending else c.cost_to(nxt)
+            runs = c.new_runs(nxt)
+            step = c.cost_to(nxt) - sum(t for k, t in runs.items() if k in planned)
             if spent + cost + step <= budget_s:
                 chosen.append(c)
                 cost += step

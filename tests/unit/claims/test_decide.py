@@ -141,11 +141,11 @@ def test_a_failed_look_is_said_and_not_retried(monkeypatch, tmp_path: Path, caps
 def test_existing_seeds_cost_nothing():
     """Seeds whose records exist (compute-matched's 1 x steps rows are Table 1's runs, whose seeds 3-4 the planner
     trained for another claim) are priced at zero; a seed without records costs the full per-seed time."""
-    from oscrepro.claims.decide import Candidate, _run_cost
+    from oscrepro.claims.decide import Candidate, _run_costs
 
     rows = ["Hamiltonian (coupled, 1 x steps)", "Standard (1 x steps)"]
     # seed 11 is past every committed seed of these rows (the planner's cap is 10 seeds: 0-9)
-    run_s, have = _run_cost("coupledqk/compute_matched", "cpu", rows, Path("results"), range(3, 12))
+    run_s, have, _ = _run_costs("coupledqk/compute_matched", "cpu", rows, Path("results"), range(3, 12))
     assert math.isfinite(run_s) and run_s > 100
     assert have.get(3) == pytest.approx(run_s) and have.get(4) == pytest.approx(run_s)
     assert 11 not in have
