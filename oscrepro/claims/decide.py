@@ -14,8 +14,9 @@ neither:
    effect given the seeds so far, that the interval at N seeds — at the group-sequential level of that look
    (:mod:`oscrepro.claims.sequential`) — lies wholly on one side of the claim's boundary. It accounts for the
    uncertainty of the observed effect (its standard error enters the predictive variance), so a lucky 3-seed gap
-   does not look cheaper than it is. The cost of N is the extra runs of every row the claim reads (all run-backed
-   columns of a row share its seeds) times their mean recorded run time (``wall_time_s`` × ``torch_threads`` in
+   does not look cheaper than it is. The cost of N is the extra runs of every cell the claim reads (every run-backed
+   column of a row when the claim reads them all, else only the claim's columns: a claim on Table 6's medium MQAR
+   trains no hard runs) times their mean recorded run time (``wall_time_s`` × ``torch_threads`` in
    core-seconds), less the runs whose records already exist (seeds another claim or table trained: a look on
    them is free). Candidates are ranked by the smallest cost per expected decision, cost(N) / power(N). The power
    of each check kind: :mod:`oscrepro.claims.power` (closed forms; a seeded simulation for orderings).
@@ -26,13 +27,16 @@ neither:
    capped, or the core-hours are spent. A claim in the ledger is judged by the sequential design from then on
    (:func:`oscrepro.claims.sequential.sequential_verdict`), in CLAIMS.md too.
 
-Extra seeds are ordinary runs of the spec's cells: the decided per-row seed counts live in
-``conf/decide/<budget>.yaml`` (``{<paper>/<table>: {<row label>: n}}``), which :meth:`TableSpec.seeds_for` reads,
+Extra seeds are ordinary runs of the spec's cells: the decided per-row (or per-cell) seed counts live in
+``conf/decide/<budget>.yaml`` (``{<paper>/<table>: {<row label> | "<row label> | <column>": n}}``), which
+:meth:`TableSpec.seeds_for` reads,
 so a plain table build shows them and never retrains them. An analysis table whose cells are seeds of its own runs
 names the adapter argument that counts them (``analysis.seeds_arg``: osciformer Figure 5's forecast seeds,
 coupledqk Table 7's fine-tuning seeds); its decided count is kept under the pseudo row ``(analysis seeds)``
 (:meth:`TableSpec.analysis_seeds`), its look is a full build of the table (the adapter trains the new seeds), and
-its cost per seed is what its experiment's records took over its seed count. A timing analysis whose cells are
+its cost per seed is what its experiment's records took over its seed count. One that also names
+``analysis.cell_seeds_arg`` (coupledqk Table 7) is raised per cell (``(analysis seeds) | <row> | <column>``), priced
+as the mean cell's share of a seed. A timing analysis whose cells are
 repeated measurements names the adapter argument that counts them (``analysis.trials_arg``: osciformer Figure 2's
 repeats, coupledqk Table 10's trials) and the measured core-seconds of one trial (``analysis.trial_core_s``): its
 claims get the same design over trials instead of seeds (pseudo row ``(analysis trials)``, cap
@@ -77,11 +81,14 @@ from oscrepro.runs.record import atomic_write_text
 from oscrepro.tables.spec import (
     ANALYSIS_SEEDS,
     ANALYSIS_TRIALS,
+    CELL_SEEDS_ARG,
+    CELL_SEP,
     SEEDS_ARG,
     TRIAL_CORE_S,
     TRIALS_ARG,
     TableSpec,
     available_tables,
+    cell_key,
     decided_seeds,
     decided_seeds_path,
     load_spec,
@@ -99,7 +106,7 @@ class Candidate:
     """One inconclusive claim and what deciding it would take."""
 
     checked: Checked
-    rows: list[str]  # row labels whose seeds the claim reads
+    rows: list[str]  # what a look raises: row labels, or cells (cell_key) where the claim reads some of a row's columns
     n_now: int
     run_s: float  # core-seconds of one more seed of every run-backed cell of those rows (nan: no record to time)
     best_n: int | None = None
@@ -201,7 +208,7 @@ def _run_costs(key: str, budget: str, rows: list[str], results: Path, extra_seed
     spec, cells, _ = planned_cells(load_spec(key), budget, results, [])  # exactly the runs a build reads
     per_run: dict[Path, tuple[float, list[str]]] = {}  # one entry per distinct run config (a run's metric columns)
     for (ri, _col), reqs in cells.items():
-        if spec.rows[ri].label not in rows or not reqs or reqs[0].run_dir in per_run:
+        if not _in_units(spec.rows[ri].label, _col, rows) or not reqs or reqs[0].run_dir in per_run:
             continue
         times = []
         for r in reqs:
@@ -224,6 +231,33 @@ def _run_costs(key: str, budget: str, rows: list[str], results: Path, extra_seed
             else:
                 pending.setdefault(seed, {})[" ".join(sorted(overrides))] = t
     return sum(t for t, _ in per_run.values()), have, pending
+
+
+def _in_units(label: str, column: str, units: list[str]) -> bool:
+    """Whether cell (row ``label``, ``column``) is among ``units``: its whole row, or the cell itself."""
+    return label in units or cell_key(label, column) in units
+
+
+def _units(spec: TableSpec, checked: Checked) -> list[str]:
+    """What a look at a runs-table claim raises: each row it reads, or only the cells it reads (:func:`cell_key`)
+    where those are some, not all, of the row's run-backed columns (coupledqk Table 6's medium MQAR claim trains
+    medium runs, not the hard ones that cost 5-17 x more)."""
+    run_cols = [c.name for c in spec.columns if c.delta is None]
+    units: list[str] = []
+    for row in dict.fromkeys(str(r["row"]) for r in _cell_refs(checked)):
+        cols = list(dict.fromkeys(str(r["column"]) for r in _cell_refs(checked) if str(r["row"]) == row))
+        if set(cols) < set(run_cols):
+            units += [cell_key(row, c) for c in cols]
+        else:  # every run column, or a column that is not a run (a delta): the whole row
+            units.append(row)
+    return units
+
+
+def _own_cells(cells: dict) -> int:
+    """Cells of an analysis table with a seed spread (n ≥ 2; a one-value cell, such as a paper column, has n = 1):
+    what one of its seeds is shared by. A cell's price is then the mean cell's, which errs high for a cheap task
+    (Table 7: a QNLI run ~160 s against SST-2's ~375 s)."""
+    return sum(1 for cell in cells.values() if _float(cell.get("n")) >= 2)
 
 
 def source_rows(spec: TableSpec, budget: str, results: Path, rows: list[str]) -> tuple[str, list[str]] | None:
@@ -319,8 +353,13 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
                                   f"trials) whose spec names no analysis.{TRIALS_ARG} to raise them by"))
                 continue
             claim_cap = cap
+            if spec.kind == "runs":  # a claim on some columns of a row raises those cells only
+                cand.rows = _units(spec, checked)
             if own and spec.analysis.get(SEEDS_ARG):  # the analysis's own seed runs (analysis.seeds_arg)
                 cand.analysis, cand.rows = True, [ANALYSIS_SEEDS]
+                if spec.analysis.get(CELL_SEEDS_ARG):  # ... raised for the claim's cells only
+                    cand.rows = [ANALYSIS_SEEDS + CELL_SEP + cell_key(str(r["row"]), str(r["column"]))
+                                 for r in _cell_refs(checked)]
             elif own:  # its timed trials (analysis.trials_arg): looks over trials, capped from the spec's count
                 cand.analysis, cand.trials, cand.rows = True, True, [ANALYSIS_TRIALS]
                 claim_cap = TRIAL_CAP_FACTOR * spec.analysis_trials(budget, decided=False)
@@ -340,6 +379,8 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
                 cand.run_s = _trial_cost(spec, budget)
             elif cand.analysis:
                 cand.run_s = _analysis_seed_cost(spec, budget, results)
+                if cand.rows != [ANALYSIS_SEEDS]:  # per cell: the mean cell's share of a seed
+                    cand.run_s *= len(cand.rows) / max(_own_cells(cells), 1)
             else:
                 table, rows = cand.target
                 cand.run_s, cand.have_s, cand.pending = _run_costs(table, budget, rows, results,
@@ -381,7 +422,8 @@ def render_plan(cands: list[Candidate], budget: str, core_hours: float) -> str:
              "| rank | claim | table | rows | n now | looks | best N | power | cost (core-min) | per decision |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for i, c in enumerate(live, 1):
-        rows = '; '.join(c.rows) + (f" (seeds of {c.source[0]}: {'; '.join(c.source[1])})" if c.source else "")
+        rows = ('; '.join(c.rows) + (f" (seeds of {c.source[0]}: {'; '.join(c.source[1])})" if c.source else "")
+                ).replace("|", "\\|")  # a cell key's separator inside a markdown cell
         lines.append(f"| {i} | {c.checked.claim.id} | {c.checked.claim.table} | {rows} | {c.n_now} | "
                      f"{', '.join(map(str, c.looks))} | {c.best_n} | {'pilot' if c.pilot else f'{c.power:.2f}'} | "
                      f"{c.cost_s / 60:.1f} | "
@@ -424,7 +466,7 @@ def _row_runs(key: str, budget: str, rows: list[str], results: Path) -> set[Path
     from oscrepro.tables.build import planned_cells
 
     spec, cells, _ = planned_cells(load_spec(key), budget, results, [])
-    return {r.run_dir for (ri, _col), reqs in cells.items() if spec.rows[ri].label in rows for r in reqs}
+    return {r.run_dir for (ri, col), reqs in cells.items() if _in_units(spec.rows[ri].label, col, rows) for r in reqs}
 
 
 def take_look(cand: Candidate, results: Path, budget: str, core_s: float | None = None) -> dict:

@@ -36,6 +36,7 @@ from oscrepro.tables.render import render_analysis_table, render_runs_table
 from oscrepro.tables.sources import PLAN_ATTR, call_adapter
 from oscrepro.tables.spec import (
     BUDGETS,
+    CELL_SEEDS_ARG,
     SEEDS_ARG,
     TRIAL_CORE_S,
     TRIALS_ARG,
@@ -143,12 +144,15 @@ ENGINE_KWARGS = ("train_missing", "launcher", "workers")  # analysis keys the en
 def analysis_kwargs(spec: TableSpec, budget: str) -> dict[str, Any]:
     """The analysis adapter's keyword arguments at ``budget``: the spec's ``analysis`` block with the budget's
     entries of ``analysis.budgets`` over it, and the seed count the claims planner decided for the table's own seed
-    runs (:meth:`TableSpec.analysis_seeds`) and of its timed trials (:meth:`TableSpec.analysis_trials`) over that."""
+    runs (:meth:`TableSpec.analysis_seeds`; per cell: :meth:`TableSpec.analysis_cell_seeds`) and of its timed trials
+    (:meth:`TableSpec.analysis_trials`) over that."""
     kwargs = {k: v for k, v in spec.analysis.items()
-              if k not in ("_target_", "budgets", SEEDS_ARG, TRIALS_ARG, TRIAL_CORE_S)}
+              if k not in ("_target_", "budgets", SEEDS_ARG, CELL_SEEDS_ARG, TRIALS_ARG, TRIAL_CORE_S)}
     kwargs.update((spec.analysis.get("budgets") or {}).get(budget, {}))
     if spec.analysis.get(SEEDS_ARG):
         kwargs[str(spec.analysis[SEEDS_ARG])] = spec.analysis_seeds(budget)
+    if spec.analysis.get(CELL_SEEDS_ARG):  # per-cell raises of its own seeds (a claim on one column pays for it)
+        kwargs[str(spec.analysis[CELL_SEEDS_ARG])] = spec.analysis_cell_seeds(budget)
     if spec.analysis.get(TRIALS_ARG):
         kwargs[str(spec.analysis[TRIALS_ARG])] = spec.analysis_trials(budget)
     return kwargs

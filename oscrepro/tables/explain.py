@@ -217,8 +217,10 @@ def _seed_lines(spec: TableSpec, budget: str) -> list[str]:
         for i, r in enumerate(spec.rows)
         if (n(budget, i), n("paper", i)) != (n(budget), n("paper"))
     ]
+    own = spec.own_counts(budget)
+    rows += [f"    {key!r}: {count}" for key, count in own.items() if key not in {r.label for r in spec.rows}]
     head = f"  seeds per cell: {n(budget)} (paper {n('paper')})"
-    return [head + ("; rows with their own count (row seeds:, conf/decide/):" if rows else ""), *rows]
+    return [head + ("; rows or cells with their own count (row seeds:, conf/decide/):" if rows else ""), *rows]
 
 
 def _analysis_lines(spec: TableSpec, budget: str) -> list[str]:

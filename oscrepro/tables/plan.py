@@ -34,7 +34,7 @@ def plan(spec: TableSpec, budget: str, extra: list[str] | None = None, conf_dir:
                 continue
             reqs = []
             base = tuple(spec.cell_overrides(ri, col.name, budget, extra))
-            for seed in spec.seeds_for(budget, ri):
+            for seed in spec.seeds_for(budget, ri, col.name):
                 ov = (*base, f"seed={seed}")
                 if ov not in cache:
                     if base not in composed:

@@ -78,11 +78,10 @@ def header_lines(spec: TableSpec, budget: str, n_seeds: int | None, data: list[s
     lines = [f"# {spec.paper} — {spec.key.split('/')[-1]}: {spec.title}", "",
              f"- **Reproduces:** {spec.source}", f"- {budget_line}"]
     if n_seeds is not None:
-        own = {r.label: len(spec.seeds_for(budget, i)) for i, r in enumerate(spec.rows)}
-        differ = ", ".join(f"{label} {n}" for label, n in own.items() if n != n_seeds)
+        differ = ", ".join(f"{label} {n}" for label, n in spec.own_counts(budget).items())
         lines.append(f"- **Seeds per cell:** {n_seeds} (paper budget: {spec.seeds.get('paper')})"
-                     + (f"; rows with their own count (the row's `seeds`, or raised by the claims planner to decide "
-                        f"a claim: `conf/decide/{budget}.yaml`): {differ}" if differ else ""))
+                     + (f"; rows (or `row | column` cells) with their own count (the row's `seeds`, or raised by the "
+                        f"claims planner to decide a claim: `conf/decide/{budget}.yaml`): {differ}" if differ else ""))
     if data:
         lines.append("- **Data:** " + "; ".join(data))
     if runs:

@@ -51,7 +51,7 @@ def cell_requests(source: str, budget: str, row: str, column: str | None, result
         raise SpecError(f"table {source} has no column {col!r}")
     base = spec.cell_overrides(labels.index(row), col, budget,
                                [path_override("paths.results_dir", results_dir), *(overrides or [])])
-    return [RunRequest.compose([*base, f"seed={s}"]) for s in spec.seeds_for(budget, labels.index(row))]
+    return [RunRequest.compose([*base, f"seed={s}"]) for s in spec.seeds_for(budget, labels.index(row), col)]
 
 
 def source_runs(table: str, source: str, budget: str, cells: Mapping[str, tuple[str, str | None]],

@@ -110,16 +110,42 @@ class TableSpec:
     match: dict[str, Any] = field(default_factory=dict)  # matched parameter counts across rows (see above)
     formats: dict[str, Any] = field(default_factory=dict)  # analysis column -> digits | format (tables.render)
 
-    def seeds_for(self, budget: str, row_idx: int | None = None) -> list[int]:
+    def seeds_for(self, budget: str, row_idx: int | None = None, column: str | None = None) -> list[int]:
         """Seeds 0..n-1 of the budget; a row's own ``seeds`` (``{cpu: 1}``) can only lower n (a costly row whose
-        extra seeds do not fit: its cells show their n)."""
+        extra seeds do not fit: its cells show their n). The claims planner (``oscrepro.claims.decide``) raises n
+        for a whole row (key ``<row label>`` in ``conf/decide/<budget>.yaml``) or for one cell of it (key
+        :func:`cell_key`, read when ``column`` is given): a claim on one column pays for that column's runs only."""
         n = int(self.seeds[budget])
         if row_idx is not None and budget in self.rows[row_idx].seeds:
             n = min(n, int(self.rows[row_idx].seeds[budget]))
         if row_idx is not None:  # seeds added by the claims planner (oscrepro.claims.decide) to decide a claim
-            n = max(n, int(decided_seeds(self.path.parents[2], budget).get(self.key, {}).get(self.rows[row_idx].label,
-                                                                                             0)))
+            raised = decided_seeds(self.path.parents[2], budget).get(self.key, {})
+            label = self.rows[row_idx].label
+            n = max(n, int(raised.get(label, 0)),
+                    int(raised.get(cell_key(label, column), 0)) if column is not None else 0)
         return list(range(n))
+
+    def own_counts(self, budget: str) -> dict[str, int]:
+        """Rows, and cells of a row (:func:`cell_key`), whose seed count at ``budget`` differs from the table's: a
+        row's own ``seeds``, or the claims planner's raise (what a table header and ``--explain`` name)."""
+        n, out = len(self.seeds_for(budget)), {}
+        for i, row in enumerate(self.rows):
+            own = len(self.seeds_for(budget, i))
+            if own != n:
+                out[row.label] = own
+            for col in self.columns:
+                cell = len(self.seeds_for(budget, i, col.name))
+                if col.delta is None and cell != own:
+                    out[cell_key(row.label, col.name)] = cell
+        return out
+
+    def analysis_cell_seeds(self, budget: str) -> dict[str, int]:
+        """Per-cell seed counts of an analysis table's own runs that the claims planner raised (``conf/decide``
+        keys ``(analysis seeds) | <row> | <column>``), as ``{cell_key(row, column): n}``: what the adapter argument
+        ``analysis.cell_seeds_arg`` names receives (coupledqk Table 7: the QNLI cells only, not every task)."""
+        prefix = ANALYSIS_SEEDS + CELL_SEP
+        raised = decided_seeds(self.path.parents[2], budget).get(self.key, {})
+        return {k[len(prefix):]: int(v) for k, v in raised.items() if k.startswith(prefix)}
 
     def analysis_seeds(self, budget: str) -> int:
         """The seed count of an analysis table's own runs (the adapter argument that ``analysis.seeds_arg`` names,
@@ -231,6 +257,19 @@ SEEDS_ARG = "seeds_arg"
 #: The pseudo row label under which ``conf/decide/<budget>.yaml`` keeps an analysis table's decided seed count: its
 #: own seed runs are the adapter's, shared by every row.
 ANALYSIS_SEEDS = "(analysis seeds)"
+#: Analysis-table key under which ``analysis.cell_seeds_arg`` names the adapter argument that takes per-cell seed
+#: counts raised by the claims planner (``{cell_key(row, column): n}``, :meth:`TableSpec.analysis_cell_seeds`): a
+#: claim on one of its columns then pays for that column's runs only, not a seed of every cell.
+CELL_SEEDS_ARG = "cell_seeds_arg"
+#: Separator of a row label and a column name in a per-cell key of ``conf/decide/<budget>.yaml``.
+CELL_SEP = " | "
+
+
+def cell_key(row: str, column: str) -> str:
+    """The ``conf/decide/<budget>.yaml`` key of one cell (row label, column name) whose seeds the planner raised."""
+    return f"{row}{CELL_SEP}{column}"
+
+
 #: Analysis-table key under which ``analysis.trials_arg`` names the adapter argument counting repeated measurements
 #: (timed trials): more of them narrow a timing claim's interval as more seeds narrow a trained one.
 TRIALS_ARG = "trials_arg"

@@ -34,7 +34,7 @@ from oscrepro.runs.compose import path_override
 from oscrepro.runs.lookup import RunRequest, find_record
 from oscrepro.runs.record import RunRecord
 from oscrepro.tables.sources import OwnRuns, RunNeeds, SourceCell, SourceRuns, reads_runs
-from oscrepro.tables.spec import SpecError, load_spec
+from oscrepro.tables.spec import SpecError, cell_key, load_spec
 from oscrepro.tables.values import MISSING, Num, SeedStat
 
 MECHANISM_KEYS = ("attention", "model.attention.")  # override keys that pick or configure the mechanism
@@ -74,13 +74,14 @@ def _probe_data(cfg: Any) -> tuple[str | None, str]:
 
 
 def table7_runs(budget: str, results_dir: Path, name: str, source: str, experiment: str, rows: list[str],
-                tasks: list[dict[str, Any]], lm_seed: int = 0, n_seeds: int = 3, **_: Any) -> RunNeeds:
+                tasks: list[dict[str, Any]], lm_seed: int = 0, n_seeds: int = 3,
+                cell_seeds: dict[str, int] | None = None, **_: Any) -> RunNeeds:
     """Table 7's runs: the LM run (seed ``lm_seed``) of each row of ``source``, then every fine-tuning run composed
     from them (:func:`plan_finetuning`; missing or failed ones are flagged in their cells)."""
 
     def finetuning(lms: SourceRuns) -> OwnRuns:
         plan = plan_finetuning(name, source, budget, Path(results_dir), experiment, rows, tasks, lms, lm_seed,
-                               n_seeds)
+                               n_seeds, cell_seeds)
         return OwnRuns({f"{row}|{t}": reqs for (row, t), reqs in plan.requests.items()}, what="fine-tuning runs",
                        optional=True, context=plan,
                        weights=tuple(lm for lm in plan.lm_runs.values() if lm is not None))
@@ -92,10 +93,12 @@ def table7_runs(budget: str, results_dir: Path, name: str, source: str, experime
 
 
 def plan_finetuning(name: str, source: str, budget: str, results_dir: Path, experiment: str, rows: list[str],
-                    tasks: list[dict[str, Any]], lms: SourceRuns, lm_seed: int = 0, n_seeds: int = 3
-                    ) -> FineTunePlan:
+                    tasks: list[dict[str, Any]], lms: SourceRuns, lm_seed: int = 0, n_seeds: int = 3,
+                    cell_seeds: dict[str, int] | None = None) -> FineTunePlan:
     """Compose every fine-tuning run of Table 7 (rows x tasks x seeds) from the LM runs ``lms`` of table
-    ``source``."""
+    ``source``. ``cell_seeds``: the claims planner's per-cell raises (``{"<row> | <task> (ours)": n}``,
+    :meth:`~oscrepro.tables.spec.TableSpec.analysis_cell_seeds`): that cell trains seeds 0..n-1, the others
+    ``n_seeds``."""
     found, notes = lms.runs, list(lms.notes)
     spec = load_spec(source)
     row_overrides = {r.label: r.overrides for r in spec.rows}
@@ -111,7 +114,8 @@ def plan_finetuning(name: str, source: str, budget: str, results_dir: Path, expe
                     *mechanism_overrides(row_overrides[row]), *task.get("overrides", []),
                     f"model.pretrained_run={lm}", path_override("paths.results_dir", results_dir),
                     "trainer.enable_progress_bar=false"]
-            reqs = [RunRequest.compose([*base, f"seed={s}"]) for s in range(n_seeds)]
+            n = max(n_seeds, int((cell_seeds or {}).get(cell_key(row, f"{t} (ours)"), 0)))
+            reqs = [RunRequest.compose([*base, f"seed={s}"]) for s in range(n)]
             _check_mechanism(reqs[0].cfg, lm, row)
             if t not in plan.data and t not in plan.skipped:  # one probe per task: the rows share its data
                 reason, src = _probe_data(reqs[0].cfg)
@@ -159,11 +163,13 @@ def _stat(values: list[float], flags: dict[str, int], scale: float = 100.0) -> S
 @reads_runs(table7_runs)
 def coupledqk_table7(out_dir: Path, budget: str, results_dir: Path, runs: SourceRuns, name: str, source: str,
                      experiment: str, rows: list[str], tasks: list[dict[str, Any]], paper: dict[str, dict[str, Any]],
-                     lm_seed: int = 0, n_seeds: int = 3, metric: str = "val/acc"
+                     lm_seed: int = 0, n_seeds: int = 3, metric: str = "val/acc",
+                     cell_seeds: dict[str, int] | None = None
                      ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """coupledqk Table 7: val accuracy (%) mean ± std over fine-tuning seeds per (variant, task), the paper's beside
     (the runs: :func:`table7_runs`, trained by the engine)."""
     plan: FineTunePlan = runs.context
+    raised = {k: v for k, v in sorted((cell_seeds or {}).items()) if v > n_seeds}
 
     names = [t["name"] for t in tasks]
     columns = ["Attention", "LM run"] + [f"{t} {s}" for t in names for s in ("(ours)", "(paper)", "Δ")]
@@ -187,8 +193,10 @@ def coupledqk_table7(out_dir: Path, budget: str, results_dir: Path, runs: Source
              f"**Pretrained LMs:** table {source} at budget={budget}, seed {lm_seed} of each row, final checkpoint "
              "(the paper does not say which of its LM seeds it fine-tunes): "
              + "; ".join(f"{r} → `{p}`" for r, p in plan.lm_runs.items() if p is not None) + ".",
-             f"**Fine-tuning:** `experiment={experiment}` at budget={budget}, {n_seeds} seeds per cell; value = "
-             f"`{metric}` × 100 at the end of fine-tuning (last epoch), mean ± std over seeds."]
+             f"**Fine-tuning:** `experiment={experiment}` at budget={budget}, {n_seeds} seeds per cell"
+             + ("" if not raised else " (raised by the claims planner to decide a claim, `conf/decide/"
+                f"{budget}.yaml`: " + ", ".join(f"{k} {v}" for k, v in raised.items()) + ")")
+             + f"; value = `{metric}` × 100 at the end of fine-tuning (last epoch), mean ± std over seeds."]
     notes += [f"**Data, {t}:** {src}" for t, src in plan.data.items()]
     notes += [f"**{t} not run:** {why}" for t, why in plan.skipped.items()]
     named = {r: ref["name"] for r, ref in paper.items() if ref.get("name", r) != r}

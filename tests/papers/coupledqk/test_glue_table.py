@@ -43,7 +43,8 @@ def _lm_runs(results: Path, rows: list[str], train: bool) -> SourceRuns:
 def _adapter_kwargs(**changes: object) -> dict:
     """The spec's analysis kwargs without the engine's own keys (whether to train, which launcher)."""
     kwargs = {k: v for k, v in SPEC.items()
-              if k not in ("_target_", "budgets", "train_missing", "launcher", "workers", "seeds_arg")}
+              if k not in ("_target_", "budgets", "train_missing", "launcher", "workers", "seeds_arg",
+                           "cell_seeds_arg")}
     return {**kwargs, **changes}
 
 
@@ -81,6 +82,11 @@ def test_finetuning_runs_point_at_their_pretrained_runs(tmp_path: Path, monkeypa
     ham = plan.requests[("Hamiltonian (coupled)", "SST-2")][0].cfg.model.attention
     assert ham.integrator == "hamiltonian"  # the row's mechanism, not another coupled variant
     assert len(list((results / "runs" / "coupledqk" / "lm").glob("*/status.json"))) == 4  # LM seed 0 only
+    raised = glue.plan_finetuning("coupledqk/table7", "coupledqk/table1", "smoke", results, SPEC["experiment"],
+                                  rows, [TASKS["SST-2"]], _lm_runs(results, rows, False), n_seeds=2,
+                                  cell_seeds={"Standard | SST-2 (ours)": 4})  # the claims planner's per-cell raise
+    assert [len(raised.requests[(r, "SST-2")]) for r in rows] == [4 if r == "Standard" else 2 for r in rows]
+    assert raised.requests[("Standard", "SST-2")][:2] == plan.requests[("Standard", "SST-2")]  # seeds 0-1 unchanged
     mnli = glue.plan_finetuning("coupledqk/table7", "coupledqk/table1", "smoke", results, SPEC["experiment"],
                                 rows[:1], [TASKS["MNLI"]], _lm_runs(results, rows[:1], False), n_seeds=1)
     assert mnli.skipped or mnli.requests[(rows[0], "MNLI")][0].cfg.trainer.max_epochs == 3  # Sec. 3.4: 3 epochs

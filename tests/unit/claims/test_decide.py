@@ -260,3 +260,33 @@ def test_a_free_look_with_little_power_does_not_hide_one_that_can_decide():
     assert best_look([(5, 0.02, 0.0), (8, 0.13, 100.0), (10, 0.2, 300.0)]) == (8, 0.13, 100.0)
     assert best_look([(5, 0.5, 0.0), (8, 0.9, 100.0)]) == (5, 0.5, 0.0)  # free and able to decide: best
     assert best_look([(5, 0.02, 0.0), (8, 0.05, 100.0)]) is None  # nothing reaches MIN_POWER: left out
+
+
+def test_a_claim_on_one_column_raises_that_column_only(tmp_path: Path):
+    """coupledqk Table 6's medium-MQAR claim reads the medium cells of two rows: a look raises those cells
+    (``row | medium`` in conf/decide), plans the extra seeds in that column only, and is priced at the medium runs,
+    not at the rows' hard runs that cost 3-17 x more."""
+    from oscrepro.claims.decide import _run_costs, _units
+    from oscrepro.claims.scoreboard import check_table
+    from oscrepro.tables.plan import plan
+    from oscrepro.tables.spec import cell_key
+
+    key = "coupledqk/table6"
+    checked = next(c for c in check_table(key, "cpu", Path("results")) if c.claim.id == "cqk-t6-medium-above-standard")
+    units = _units(load_spec(key), checked)
+    assert units == [cell_key("Coupled QK (Hamiltonian)", "medium"), cell_key("Standard", "medium")]
+    cell_s, _, _ = _run_costs(key, "cpu", units, Path("results"))
+    row_s, _, _ = _run_costs(key, "cpu", ["Coupled QK (Hamiltonian)", "Standard"], Path("results"))
+    assert 0 < cell_s < row_s / 3  # the medium runs only (≈ 920 s of ≈ 9,800 s per seed of both rows)
+
+    conf = tmp_path / "conf"
+    (conf / "table" / "coupledqk").mkdir(parents=True)
+    shutil.copy(CONF_DIR / "table" / f"{key}.yaml", conf / "table" / f"{key}.yaml")
+    write_decided("cpu", key, units, 5, conf)
+    spec = load_spec(key, conf)
+    std = [r.label for r in spec.rows].index("Standard")
+    assert len(spec.seeds_for("cpu", std, "medium")) == 5
+    assert len(spec.seeds_for("cpu", std, "hard")) == len(spec.seeds_for("cpu", std)) == 3
+    cells = plan(spec, "cpu")
+    assert [len(cells[(std, c)]) for c in ("easy", "medium", "hard")] == [3, 5, 3]
+    assert spec.own_counts("cpu") == {"Standard | medium": 5, "Coupled QK (Hamiltonian) | medium": 5}

@@ -85,3 +85,19 @@ def test_trial_price_comes_from_the_spec(timed_conf: Path):
     spec = load_spec(TIMED, timed_conf)
     assert _trial_cost(spec, "cpu") == pytest.approx(10.6)
     assert math.isnan(_trial_cost(spec, "paper"))  # not measured at paper: the planner leaves it out, saying why
+
+
+def test_per_cell_seeds_reach_the_adapter(tmp_path: Path):
+    """coupledqk Table 7 names analysis.cell_seeds_arg: the planner's per-cell raises reach the adapter as
+    ``{"<row> | <column>": n}``, and its whole-table seed count stays the spec's."""
+    from oscrepro.tables.spec import CELL_SEP, cell_key
+
+    key = "coupledqk/table7"
+    root = tmp_path / "conf"
+    (root / "table" / "coupledqk").mkdir(parents=True)
+    shutil.copy(CONF_DIR / "table" / f"{key}.yaml", root / "table" / f"{key}.yaml")
+    assert analysis_kwargs(load_spec(key, root), "cpu")["cell_seeds"] == {}
+    cell = cell_key("Standard", "QNLI (ours)")
+    write_decided("cpu", key, [ANALYSIS_SEEDS + CELL_SEP + cell], 5, root)
+    kwargs = analysis_kwargs(load_spec(key, root), "cpu")
+    assert kwargs["cell_seeds"] == {cell: 5} and kwargs["n_seeds"] == 3 and "cell_seeds_arg" not in kwargs

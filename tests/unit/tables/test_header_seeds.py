@@ -28,3 +28,12 @@ def test_header_names_raised_rows(tmp_path: Path):
     line = _seeds_line(load_spec(KEY, root))
     assert line.startswith("- **Seeds per cell:** 3 (paper budget: 3)")
     assert line.endswith("`conf/decide/cpu.yaml`): Standard 5")
+
+
+def test_header_names_raised_cells(tmp_path: Path):
+    key = "coupledqk/table6"
+    root = tmp_path / "conf"
+    (root / "table" / key).parent.mkdir(parents=True)
+    shutil.copy(CONF_DIR / "table" / f"{key}.yaml", root / "table" / f"{key}.yaml")
+    write_decided("cpu", key, ["Standard | medium"], 8, root)
+    assert _seeds_line(load_spec(key, root)).endswith("`conf/decide/cpu.yaml`): Standard | medium 8")
