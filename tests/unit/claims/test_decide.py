@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from oscrepro.claims.decide import predictive_power, write_decided
+from oscrepro.claims.decide import write_decided
 from oscrepro.claims.ledger import ledger_verdict
+from oscrepro.claims.power import predictive_power
 from oscrepro.claims.sequential import look_levels
 from oscrepro.runs.compose import CONF_DIR
 from oscrepro.tables.spec import load_spec
@@ -88,7 +89,7 @@ def test_core_seconds_of_trained_records(tmp_path: Path):
     """A look's cost: wall time × threads of each finished record; a record without a status counts nothing."""
     import json
 
-    from oscrepro.claims.decide import _core_s
+    from oscrepro.claims.candidates import _core_s
 
     for name, wall, threads in (("a", 100.0, 1), ("b", 50.0, 2)):
         (tmp_path / name).mkdir()
@@ -141,7 +142,7 @@ def test_a_failed_look_is_said_and_not_retried(monkeypatch, tmp_path: Path, caps
 def test_existing_seeds_cost_nothing():
     """Seeds whose records exist (compute-matched's 1 x steps rows are Table 1's runs, whose seeds 3-4 the planner
     trained for another claim) are priced at zero; a seed without records costs the full per-seed time."""
-    from oscrepro.claims.decide import Candidate, _run_costs
+    from oscrepro.claims.candidates import Candidate, _run_costs
 
     rows = ["Hamiltonian (coupled, 1 x steps)", "Standard (1 x steps)"]
     # seed 11 is past every committed seed of these rows (the planner's cap is 10 seeds: 0-9)
@@ -158,7 +159,7 @@ def test_analysis_of_every_source_seed_is_decided_through_its_source():
     """fqo Table 6 reads every seed of Table 4's TinyStories oscillator cells: its claims are extended through those
     rows. osciformer Figure 5 trains seeds of its own (no source rows); fqo's ODE-inference table reads one fixed
     seed (more source seeds would not change it)."""
-    from oscrepro.claims.decide import source_rows
+    from oscrepro.claims.candidates import source_rows
 
     results = Path("results")
     table, rows = source_rows(load_spec("fqo/table6"), "cpu", results, ["2", "8"])
@@ -171,7 +172,7 @@ def test_analysis_of_every_source_seed_is_decided_through_its_source():
 def test_timed_trials_are_remeasured_whole_at_each_look():
     """A timing claim's look re-measures all its trials (they are not nested like seeds): reaching look 3 of
     [8, 12, 18, ...] from 8 costs 12 + 18 trials, not 10."""
-    from oscrepro.claims.decide import Candidate
+    from oscrepro.claims.candidates import Candidate
 
     cand = Candidate(None, ["(analysis trials)"], 8, 10.0, looks=[8, 12, 18, 27, 32], trials=True)  # type: ignore[arg-type]
     assert cand.cost_to(12) == pytest.approx(120.0)
@@ -255,7 +256,7 @@ def test_claims_sharing_new_runs_pay_for_them_once(monkeypatch, tmp_path: Path):
 def test_a_free_look_with_little_power_does_not_hide_one_that_can_decide():
     """Table 1's MLP-Only claim after the MLP-Only table trained its seeds: the look at 5 is free but has power 0.02;
     the look at 8 (power 0.13) is the one to rank by, and the claim stays live."""
-    from oscrepro.claims.decide import best_look
+    from oscrepro.claims.candidates import best_look
 
     assert best_look([(5, 0.02, 0.0), (8, 0.13, 100.0), (10, 0.2, 300.0)]) == (8, 0.13, 100.0)
     assert best_look([(5, 0.5, 0.0), (8, 0.9, 100.0)]) == (5, 0.5, 0.0)  # free and able to decide: best
@@ -266,7 +267,7 @@ def test_a_claim_on_one_column_raises_that_column_only(tmp_path: Path):
     """coupledqk Table 6's medium-MQAR claim reads the medium cells of two rows: a look raises those cells
     (``row | medium`` in conf/decide), plans the extra seeds in that column only, and is priced at the medium runs,
     not at the rows' hard runs that cost 3-17 x more."""
-    from oscrepro.claims.decide import _run_costs, _units
+    from oscrepro.claims.candidates import _run_costs, _units
     from oscrepro.claims.scoreboard import check_table
     from oscrepro.tables.plan import plan
     from oscrepro.tables.spec import cell_key

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from oscrepro.claims.decide import MIN_POWER, Candidate, render_plan
+from oscrepro.claims.candidates import MIN_POWER, Candidate, render_plan
 from oscrepro.claims.power import PILOT_POWER, ordering_power, trend_power
 from oscrepro.claims.verdict import CellStats
 
