@@ -1,6 +1,7 @@
 """scripts/cuda_parity.py on CPU (``--device cpu``): healthy mechanisms come out ok with finite errors, and the
-checks fail when they should: a perturbed tensor is a MISMATCH, a float32 forward that drifts or peeks at the
-future is reported with exit code 1, and one that raises is recorded while the rest run."""
+checks fail when they should: a perturbed tensor is a MISMATCH, a device-side forward that drifts or peeks at the
+future is reported with exit code 1 (the CPU float32 floor, built plain, stays correct), and one that raises is
+recorded while the rest run; the reference is built with the fast paths off."""
 
 from __future__ import annotations
 
@@ -42,8 +43,8 @@ def test_healthy_mechanisms_are_ok(parity, tmp_path):
     assert set(table) == {"softmax", "fqo"}
     for name, (_target, fwd, grad, leak, bf16, det, status) in table.items():
         assert status == "ok", (name, status)
-        assert all(math.isfinite(float(v)) for v in (fwd, grad, bf16))
-        assert float(fwd) <= parity.TOL_FWD and leak == "0" and det == "yes"
+        assert all(math.isfinite(float(v.split()[0])) for v in (fwd, grad, bf16))
+        assert float(fwd.split()[0]) <= parity.TOL_FWD and leak == "0" and det == "yes"
     assert table["softmax"][0] == "SoftmaxAttention"
 
 
@@ -64,15 +65,22 @@ def test_analytically_zero_gradient_is_scaled_by_the_others(parity):
     assert parity.grad_err(wrong, ref) == (pytest.approx(100.0), "b")
 
 
-def _patched_forward(monkeypatch, change):
-    """SoftmaxAttention with ``change(x, y)`` applied to its float32 (device-side) output only."""
-    original = SoftmaxAttention.forward
+def _patched_forward(monkeypatch, change, parity):
+    """SoftmaxAttention with ``change(x, y)`` applied to the device-side model's output only (the one built
+    without ``plain``: the float64 reference and the CPU float32 floor are built plain)."""
+    original, original_build = SoftmaxAttention.forward, parity.build
 
     def forward(self, x, **kw):
         y, aux = original(self, x, **kw)
-        return (change(x, y) if x.dtype == torch.float32 else y), aux
+        return (change(x, y) if getattr(self, "broken", False) else y), aux
+
+    def build(path, d_model, n_heads, seed, plain=False):
+        mech = original_build(path, d_model, n_heads, seed, plain)
+        mech.broken = not plain
+        return mech
 
     monkeypatch.setattr(SoftmaxAttention, "forward", forward)
+    monkeypatch.setattr(parity, "build", build)
 
 
 @pytest.mark.parametrize(
@@ -81,7 +89,7 @@ def _patched_forward(monkeypatch, change):
     ids=["drift", "future"],
 )
 def test_broken_device_path_fails_the_run(parity, monkeypatch, change, failed):
-    _patched_forward(monkeypatch, change)
+    _patched_forward(monkeypatch, change, parity)
     (row,) = [parity.check(ROOT / "conf" / "attention" / "softmax.yaml", torch.device("cpu"), 16, 2, 8)]
     assert row["status"].startswith("MISMATCH") and failed in row["status"]
     assert parity.main(["--device", "cpu", "--only", "softmax", "--seq", "8", "--d-model", "16"]) == 1
@@ -91,8 +99,17 @@ def test_raising_mechanism_is_recorded(parity, monkeypatch, capsys):
     def boom(x, y):
         raise RuntimeError("no kernel for this device")
 
-    _patched_forward(monkeypatch, boom)
+    _patched_forward(monkeypatch, boom, parity)
     assert parity.main(["--device", "cpu", "--only", "softmax", "gqa", "--seq", "8", "--d-model", "16"]) == 0
     table = rows(capsys.readouterr().out)
     assert table["softmax"][-1] == "error (float32): RuntimeError: no kernel for this device"
     assert table["gqa"][-1] == "ok"
+
+
+def test_reference_runs_the_plain_path(parity):
+    """The float64 reference switches fqo's tiled kernel and its compile off; the device model keeps the config's."""
+    fqo = ROOT / "conf" / "attention" / "fqo.yaml"
+    plain, fast = parity.build(fqo, 16, 2, 0, plain=True), parity.build(fqo, 16, 2, 0)
+    assert plain.tiled is False and plain.compile_min_elems is None
+    assert fast.tiled is None and fast.compile_min_elems is not None
+    assert all(torch.equal(a, b) for a, b in zip(plain.state_dict().values(), fast.state_dict().values(), strict=True))
