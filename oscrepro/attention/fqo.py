@@ -33,7 +33,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oscrepro.attention.base import AttentionBase, Aux, causal_mask, merge_heads, one_of, refuse, split_heads, whole
+from oscrepro.attention.base import (
+    AttentionBase,
+    Aux,
+    at_least_fp32,
+    causal_mask,
+    fp32_only,
+    merge_heads,
+    one_of,
+    refuse,
+    split_heads,
+    whole,
+)
 from oscrepro.attention.fqo_tiled import tiled_with_fallback
 
 MODES = ("fixed_point", "random_positions", "zero_attention")
@@ -144,7 +155,13 @@ class FixedQueryOscillatorAttention(AttentionBase):
             g = split_heads(self.g_proj(x), self.n_heads)  # (B, H, T, Dh)
             v = split_heads(self.v_proj(x), self.n_heads)  # (B, H, T, Dh)
             big = self.compile_min_elems is not None and b * self.n_heads * t * t >= self.compile_min_elems
-            o = tiled_with_fallback(f, g, self.anchors(x), v, self.p, causal, self.tile_elems, big)  # (B,H,T,Dh)
+            # in one float dtype, autocast off: autocast reaches the kernel's forward but not its hand-written
+            # backward, which then met bf16 blocks against fp32 anchors under bf16-mixed (scripts/cuda_parity.py on an
+            # H200 at T = 1536: "expected mat1 and mat2 to have the same dtype"); fp32 also keeps Eq. (4)'s norm exact
+            r = self.anchors(x)  # (B, H, T, N)
+            with fp32_only(x):
+                o = tiled_with_fallback(*(at_least_fp32(a) for a in (f, g, r, v)), self.p, causal, self.tile_elems,
+                                        big)  # (B, H, T, Dh)
             return self.out(merge_heads(o)), {}
         mask = causal_mask(t, x.device) if causal else None  # (T, T) True = visible
         v = split_heads(self.v_proj(x), self.n_heads)  # (B, H, T, Dh)

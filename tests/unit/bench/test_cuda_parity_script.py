@@ -74,8 +74,8 @@ def _patched_forward(monkeypatch, change, parity):
         y, aux = original(self, x, **kw)
         return (change(x, y) if getattr(self, "broken", False) else y), aux
 
-    def build(path, d_model, n_heads, seed, plain=False):
-        mech = original_build(path, d_model, n_heads, seed, plain)
+    def build(path, d_model, n_heads, seed, plain=False, seq=0):
+        mech = original_build(path, d_model, n_heads, seed, plain, seq)
         mech.broken = not plain
         return mech
 
@@ -100,7 +100,7 @@ def test_raising_mechanism_is_recorded(parity, monkeypatch, capsys):
         raise RuntimeError("no kernel for this device")
 
     _patched_forward(monkeypatch, boom, parity)
-    assert parity.main(["--device", "cpu", "--only", "softmax", "gqa", "--seq", "8", "--d-model", "16"]) == 0
+    assert parity.main(["--device", "cpu", "--only", "softmax", "gqa", "--seq", "8", "--d-model", "16"]) == 1
     table = rows(capsys.readouterr().out)
     assert table["softmax"][-1] == "error (float32): RuntimeError: no kernel for this device"
     assert table["gqa"][-1] == "ok"
