@@ -28,6 +28,7 @@ import argparse
 import functools
 import inspect
 import math
+import os
 import subprocess
 import sys
 import time
@@ -193,6 +194,10 @@ def device_name(device: torch.device) -> str:
 
 
 def git_commit() -> str:
+    """HEAD's short hash; ``CUDA_PARITY_COMMIT`` when set (a device machine's copy of the tree can keep a stale HEAD:
+    the caller names the commit it sent)."""
+    if os.environ.get("CUDA_PARITY_COMMIT"):
+        return os.environ["CUDA_PARITY_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               check=True, timeout=10).stdout.strip() or "unknown"
