@@ -48,6 +48,10 @@ TOL_FWD, TOL_GRAD, TOL_BF16 = 1e-4, 1e-3, 5e-2
 FLOOR_FACTOR = 10.0
 #: Constructor switches of the fast paths, set on the float64 reference so it runs the plain path.
 PLAIN = {"tiled": False, "compile_min_elems": None, "compiled": False}
+#: Input scale per mechanism class where unit-scale inputs leave its arithmetic unexercised: at unit scale SSA's
+#: randomly initialised frequencies lock about one key per query row (its weights are then one-hot and its top-k
+#: selects nothing); at 0.1 every visible key locks, so the synchronization sums and the top-k path are compared.
+INPUT_SCALE = {"SelectiveSynchronizationAttention": 0.1}
 CAUSAL_POSITIONS = 8  # above 64 positions, the causality check differentiates this many output positions, spread out
 GRAD_FLOOR = 1e-3  # gradient error scale floor, relative to the largest gradient (grad_err)
 COLUMNS = ["config", "target", "fwd rel err", "grad rel err", "causal leak", "bf16 rel err", "deterministic", "status"]
@@ -149,7 +153,7 @@ def check(path: Path, device: torch.device, d_model: int, n_heads: int, seq: int
         dev.load_state_dict(ref.state_dict())
         gen = torch.Generator().manual_seed(seed + 1)
         row["config"] += f" (T={t})" * (t != seq)
-        x = torch.randn(2, t, d_model, generator=gen, dtype=torch.float64)
+        x = torch.randn(2, t, d_model, generator=gen, dtype=torch.float64) * INPUT_SCALE.get(row["target"], 1.0)
         w = torch.randn(x.shape, generator=gen, dtype=torch.float64)
         xd, wd = x.to(device, torch.float32), w.to(device, torch.float32)
         stage = "float64 reference"
