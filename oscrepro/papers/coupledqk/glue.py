@@ -83,13 +83,20 @@ def table7_runs(budget: str, results_dir: Path, name: str, source: str, experime
         plan = plan_finetuning(name, source, budget, Path(results_dir), experiment, rows, tasks, lms, lm_seed,
                                n_seeds, cell_seeds)
         return OwnRuns({f"{row}|{t}": reqs for (row, t), reqs in plan.requests.items()}, what="fine-tuning runs",
-                       optional=True, context=plan,
-                       weights=tuple(lm for lm in plan.lm_runs.values() if lm is not None))
+                       optional=True, context=plan, weights=_weights_to_load(plan))
 
     # the LMs' weights are loaded only by fine-tuning runs still to train (OwnRuns.weights): a build whose
-    # fine-tuning records are all in git retrains no LM
+    # fine-tuning records are all in git retrains no LM, and one that adds seeds to some rows (the claims planner's
+    # per-cell raise) recovers those rows' LMs only
     return RunNeeds(name, {r: SourceCell(source, r, None, seeds=(lm_seed,), checkpoints=False) for r in rows},
                     then=finetuning)
+
+
+def _weights_to_load(plan: FineTunePlan) -> tuple[Path, ...]:
+    """The LM runs whose weights a fine-tuning run still to train loads: rows with a request that has no record
+    (recovering another row's LM retrains it for nothing: Table 7's QNLI looks retrained GQA's, 2026-11-27)."""
+    missing = {row for (row, _t), reqs in plan.requests.items() if any(find_record(r) is None for r in reqs)}
+    return tuple(lm for row, lm in plan.lm_runs.items() if lm is not None and row in missing)
 
 
 def plan_finetuning(name: str, source: str, budget: str, results_dir: Path, experiment: str, rows: list[str],

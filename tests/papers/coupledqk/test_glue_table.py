@@ -87,6 +87,10 @@ def test_finetuning_runs_point_at_their_pretrained_runs(tmp_path: Path, monkeypa
                                   cell_seeds={"Standard | SST-2 (ours)": 4})  # the claims planner's per-cell raise
     assert [len(raised.requests[(r, "SST-2")]) for r in rows] == [4 if r == "Standard" else 2 for r in rows]
     assert raised.requests[("Standard", "SST-2")][:2] == plan.requests[("Standard", "SST-2")]  # seeds 0-1 unchanged
+    # only the LMs of rows with a fine-tuning run still to train are recovered (their weights are loaded)
+    done = {r.run_dir for (row, _t), reqs in raised.requests.items() if row != "Standard" for r in reqs}
+    monkeypatch.setattr(glue, "find_record", lambda r: r.run_dir if r.run_dir in done else None)
+    assert glue._weights_to_load(raised) == (plan.lm_runs["Standard"],)
     mnli = glue.plan_finetuning("coupledqk/table7", "coupledqk/table1", "smoke", results, SPEC["experiment"],
                                 rows[:1], [TASKS["MNLI"]], _lm_runs(results, rows[:1], False), n_seeds=1)
     assert mnli.skipped or mnli.requests[(rows[0], "MNLI")][0].cfg.trainer.max_epochs == 3  # Sec. 3.4: 3 epochs
