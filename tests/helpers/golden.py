@@ -40,7 +40,7 @@ def snapshot(paper: str | None = None) -> dict[str, Any]:
             if spec.post:
                 analyses[f"{key}|{budget}|post"] = {k: v for k, v in spec.post.items() if k != "_target_"}
             for (ri, col), reqs in plan(spec, budget).items():
-                for seed, req in zip(spec.seeds_for(budget, ri), reqs, strict=True):
+                for seed, req in zip(spec.seeds_for(budget, ri, col), reqs, strict=True):
                     payload = hashed_payload(req.cfg)
                     cells[f"{key}|{budget}|{spec.rows[ri].label}|{col}|{seed}"] = h = digest(payload)
                     configs[h] = payload
