@@ -36,9 +36,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
-from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torch import Tensor, nn
+
+from oscrepro.bench.harness import attention_factory, emit
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf" / "attention"
@@ -74,7 +75,7 @@ def build(path: Path, d_model: int, n_heads: int, seed: int, plain: bool = False
     """The mechanism of ``path`` as the contract test builds it (float32, CPU); ``seed`` fixes its init. ``plain``:
     with its fast-path switches off where its constructor has them (:data:`PLAIN`: fqo's tiled kernel, the
     torch.compile of fqo / SSA / FSN), the plain path the reference is computed on; the parameters are the same."""
-    factory = instantiate(OmegaConf.load(path))
+    factory = attention_factory(path.stem)
     params = inspect.signature(factory.func if isinstance(factory, functools.partial) else factory).parameters
     off = {k: v for k, v in PLAIN.items() if k in params} if plain else {}
     if "max_len" in params and seq > (params["max_len"].default or 0):  # a table of positions (fqo_gain's β)
@@ -250,10 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(check(path, device, args.d_model, args.n_heads, args.seq))
         print(f"{path.stem}: {rows[-1]['status']}", file=sys.stderr, flush=True)
     report = render(rows, device, time.perf_counter() - t0, f"(2, {args.seq}, {args.d_model}), {args.n_heads} heads")
-    print(report)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(report)
+    emit(report, args.out)
     return int(any(r["status"] != "ok" for r in rows))  # a mismatch, a leak, or a path that raises on the device
 
 

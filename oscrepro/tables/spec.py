@@ -35,6 +35,8 @@ whose rows choose ``data=...`` sets a value inside each row's choice and is allo
 
 from __future__ import annotations
 
+import copy
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -285,7 +287,15 @@ def decided_seeds(conf_dir: Path, budget: str) -> dict[str, dict[str, int]]:
     planner (``python -m oscrepro.claims.decide``) raised to decide a claim; empty when there are none. Extra seeds
     are ordinary runs of the cell (seeds n..N-1, their run ids as any seed), so every build of the table shows them."""
     path = decided_seeds_path(conf_dir, budget)
-    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    if not path.exists():
+        return {}
+    st = path.stat()  # read once per version of the file: a plan asks for every cell of every table
+    return copy.deepcopy(_read_decided(path, st.st_ino, st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=8)
+def _read_decided(path: Path, _ino: int, _mtime_ns: int, _size: int) -> dict[str, dict[str, int]]:
+    return yaml.safe_load(path.read_text()) or {}
 
 
 def decided_seeds_path(conf_dir: Path, budget: str) -> Path:
