@@ -381,7 +381,11 @@ def render_plan(cands: list[Candidate], budget: str, core_hours: float) -> str:
 
 
 def _record_core_s(status: dict) -> float:
-    """Core-seconds one record took: ``wall_time_s`` × ``torch_threads`` of its ``status.json``."""
+    """Core-seconds one record took: its ``cpu_time_s`` (the process's CPU time while it trained), or, in a record
+    written before that field existed, ``wall_time_s`` × ``torch_threads`` of its ``status.json`` (which overstates the
+    cost of a run trained beside other work: its threads waited for cores)."""
+    if status.get("cpu_time_s") is not None:
+        return float(status["cpu_time_s"])
     return float(status.get("wall_time_s") or 0) * float(status.get("torch_threads") or 1)
 
 

@@ -248,7 +248,7 @@ class RunRecord:
     def start(self, cfg: DictConfig, extra: dict[str, Any]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-        self._t0 = time.time()
+        self._t0, self._cpu0 = time.time(), time.process_time()
         self._write_status({"status": "running", **extra})
 
     def finish(self, status: str, metrics: dict[str, Any], extra: dict[str, Any]) -> None:
@@ -258,7 +258,10 @@ class RunRecord:
         atomic_write_text(self.dir / "metrics.json",
                           json.dumps(metrics, indent=2, sort_keys=True, default=float, allow_nan=False))
         wall = round(time.time() - getattr(self, "_t0", time.time()), 2)
-        self._write_status({**self.status(), "status": status, "wall_time_s": wall, **extra})
+        # CPU seconds of this process (every thread) while the run trained: the core-time it cost, which wall x
+        # threads overstates when other work shares the cores (the decide planner prices runs from it)
+        cpu = round(time.process_time() - getattr(self, "_cpu0", time.process_time()), 2)
+        self._write_status({**self.status(), "status": status, "wall_time_s": wall, "cpu_time_s": cpu, **extra})
 
     def update_status(self, extra: dict[str, Any]) -> None:
         """Merge ``extra`` into status.json (atomically; used when a record gains its recovered checkpoint)."""

@@ -96,6 +96,11 @@ def test_core_seconds_of_trained_records(tmp_path: Path):
         (tmp_path / name / "status.json").write_text(json.dumps({"wall_time_s": wall, "torch_threads": threads}))
     (tmp_path / "c").mkdir()
     assert _core_s([tmp_path / "a", tmp_path / "b", tmp_path / "c"]) == pytest.approx(200.0)
+    # a record with its CPU time is priced by it, not by wall x threads (a run that waited for cores)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "status.json").write_text(json.dumps({"wall_time_s": 400.0, "torch_threads": 2,
+                                                            "cpu_time_s": 150.0}))
+    assert _core_s([tmp_path / "a", tmp_path / "d"]) == pytest.approx(250.0)
 
 
 def test_ledger_look_with_cost_still_judged():

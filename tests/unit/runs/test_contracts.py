@@ -118,3 +118,25 @@ def test_a_sweep_expands_as_hydras_basic_sweeper_does():
 def test_keys_and_values_the_constructors_would_refuse(compose, overrides, says):
     """A key no constructor takes and a precision Lightning refuses were a traceback and a failed record."""
     assert any(says in p for p in config_problems(compose(overrides))), config_problems(compose(overrides))
+
+
+def test_a_record_keeps_the_cpu_time_it_took_not_the_wall_time_it_waited(tmp_path):
+    """``cpu_time_s`` is the process's CPU time between start and finish: work counts, waiting (a run whose threads
+    waited for cores shared with other work) does not. The decide planner prices runs from it."""
+    import json
+    import time
+
+    from omegaconf import OmegaConf
+
+    from oscrepro.runs.record import RunRecord
+
+    rec = RunRecord(tmp_path / "run")
+    rec.start(OmegaConf.create({"a": 1}), {})
+    time.sleep(0.3)  # waiting: wall time, no CPU time
+    t_end = time.process_time() + 0.2
+    while time.process_time() < t_end:  # working: CPU time
+        pass
+    rec.finish("ok", {"val/loss": 1.0}, {})
+    st = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert st["wall_time_s"] >= 0.5
+    assert 0.18 <= st["cpu_time_s"] < st["wall_time_s"] - 0.2
