@@ -252,17 +252,21 @@ def _trial_cost(spec: TableSpec, budget: str) -> float:
     return float(value) if isinstance(value, int | float) and value > 0 else math.nan
 
 
-def best_look(options: list[tuple[int, float, float]]) -> tuple[int, float, float] | None:
+def best_look(options: list[tuple[int, float, float]], min_power: float = MIN_POWER
+              ) -> tuple[int, float, float] | None:
     """The look to rank a claim by, from its later looks' (N, predictive power, core-seconds): the cheapest per
-    expected decision among those with power ≥ :data:`MIN_POWER`; None when none reaches it. A free look with
+    expected decision among those with power ≥ ``min_power``; None when none reaches it. A free look with
     little power (seeds another table trained) must not hide a dearer look that can decide the claim."""
-    worth = [o for o in options if o[1] >= MIN_POWER]
+    worth = [o for o in options if o[1] >= min_power]
     return min(worth, key=lambda o: (o[2] / o[1], o[0])) if worth else None
 
 
-def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candidate]:
+def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP, min_power: float = MIN_POWER
+               ) -> list[Candidate]:
     """Every inconclusive claim at ``budget`` with what deciding it would take (module docstring), ranked; claims
-    left out carry their ``reason``."""
+    left out carry their ``reason``. ``min_power``: the predictive power below which a claim is left out as not worth
+    its seeds (a price rule, not part of the test: the sequential design's error rate holds whichever claims are
+    extended, since each claim's looks follow its own fixed schedule)."""
     ledger = load_ledger(results, budget)
     out: list[Candidate] = []
     for key in available_tables():
@@ -341,16 +345,16 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP) -> list[Candi
                 continue
             levels = S.look_levels(cand.looks)
             # (N, power, cost) of each later look; the best is the cheapest per expected decision among looks with
-            # power ≥ MIN_POWER (a free look with little power must not hide a dearer one that can decide)
+            # power ≥ min_power (a free look with little power must not hide a dearer one that can decide)
             options = [(m, _power(checked, cells, m, level), cand.cost_to(m))
                        for m, level in zip(cand.looks, levels, strict=True) if m > n]
-            chosen = best_look(options)
+            chosen = best_look(options, min_power)
             if chosen:
                 cand.best_n, cand.power, cand.cost_s = chosen
             else:
                 top = max(options, key=lambda o: o[1], default=None)
                 best = f"{top[1]:.2f} at N = {top[0]}" if top and top[1] > 0 else "0"
-                cand.reason = (f"predictive power below {MIN_POWER:g} up to {claim_cap} "
+                cand.reason = (f"predictive power below {min_power:g} up to {claim_cap} "
                                f"{'trials' if cand.trials else 'seeds'} (best {best}"
                                + ("; the lack-of-fit reading of the slope does not narrow with seeds"
                                   if c["kind"] == "trend" else "")

@@ -62,6 +62,7 @@ import yaml
 from oscrepro.claims import sequential as S
 from oscrepro.claims.candidates import (
     DEFAULT_CAP,
+    MIN_POWER,
     Candidate,
     _claim_n,
     _core_s,
@@ -129,10 +130,12 @@ def take_look(cand: Candidate, results: Path, budget: str, core_s: float | None 
 
 
 def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, launcher: str = "joblib",
-        workers: int | None = None, only: set[str] | None = None, rounds: int | None = None) -> list[dict]:
+        workers: int | None = None, only: set[str] | None = None, rounds: int | None = None,
+        min_power: float = MIN_POWER) -> list[dict]:
     """Extend, train, re-render and look until decided, capped or out of core-hours (module docstring). ``only``:
     extend just these claim ids (a researcher's pick; the design's guarantee is per claim, so it holds the same);
-    ``rounds``: stop after this many rounds of looks (a look not taken now is taken by a later run, on schedule)."""
+    ``rounds``: stop after this many rounds of looks (a look not taken now is taken by a later run, on schedule);
+    ``min_power``: the price rule of :func:`~oscrepro.claims.candidates.candidates`."""
     from oscrepro.tables.build import build_table, planned_cells
     from oscrepro.tables.launch import Progress, launch
     from oscrepro.tables.plan import unique_runs
@@ -146,7 +149,7 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
             print(f"[decide] stop: {rounds} round(s) of looks taken", flush=True)
             return looks
         done_rounds += 1
-        live = [c for c in candidates(budget, results, cap) if not c.reason and c.key not in failed
+        live = [c for c in candidates(budget, results, cap, min_power) if not c.reason and c.key not in failed
                 and (only is None or c.checked.claim.id in only)]
         chosen, cost = [], 0.0
         planned: set[str] = set()  # the new runs already paid for by a chosen claim (another claim's look shares them)
@@ -221,6 +224,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", default="cpu", choices=("cpu", "paper"))
     parser.add_argument("--core-hours", type=float, required=True)
     parser.add_argument("--cap", type=int, default=DEFAULT_CAP, help="seeds per cell at most")
+    parser.add_argument("--min-power", type=float, default=MIN_POWER,
+                        help=f"leave out claims whose best look has less predictive power (default {MIN_POWER:g})")
     parser.add_argument("--dry-run", action="store_true", help="rank and cost only; train nothing")
     parser.add_argument("--results-dir", default="results")
     parser.add_argument("--launcher", default="joblib")
@@ -235,13 +240,13 @@ def main(argv: list[str] | None = None) -> None:
 
     quiet_third_party()  # the looks build tables in this process (timing analyses call seed_everything per trial)
     if args.dry_run:
-        text = render_plan(candidates(args.budget, results, args.cap), args.budget, args.core_hours)
+        text = render_plan(candidates(args.budget, results, args.cap, args.min_power), args.budget, args.core_hours)
         print(text, end="")
         if args.out:
             atomic_write_text(Path(args.out), text)
         return
     run(args.budget, args.core_hours, results, args.cap, args.launcher, args.workers,
-        set(args.only) if args.only else None, args.rounds)
+        set(args.only) if args.only else None, args.rounds, args.min_power)
 
 
 if __name__ == "__main__":

@@ -266,6 +266,7 @@ def test_a_free_look_with_little_power_does_not_hide_one_that_can_decide():
     assert best_look([(5, 0.02, 0.0), (8, 0.13, 100.0), (10, 0.2, 300.0)]) == (8, 0.13, 100.0)
     assert best_look([(5, 0.5, 0.0), (8, 0.9, 100.0)]) == (5, 0.5, 0.0)  # free and able to decide: best
     assert best_look([(5, 0.02, 0.0), (8, 0.05, 100.0)]) is None  # nothing reaches MIN_POWER: left out
+    assert best_look([(5, 0.02, 0.0), (8, 0.05, 100.0)], min_power=0.04) == (8, 0.05, 100.0)  # --min-power
 
 
 def test_a_claim_on_one_column_raises_that_column_only(tmp_path: Path):
