@@ -41,7 +41,7 @@ import math
 import os
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +262,31 @@ def check_claim(claim: Claim, cells: Cells) -> V.Verdict:
     return V.within(_stats(cells, c["a"], claim), float(target), float(c["tol"]), level, bool(c.get("exact", False)))
 
 
+def claim_refs(claim: Claim) -> list[dict[str, str]]:
+    """The cells a claim reads (``a``/``b``, or ``cells``)."""
+    c = claim.check
+    return list(c.get("cells") or [c[k] for k in ("a", "b") if k in c])
+
+
+def check_sibling(claim: Claim, cells: Cells, budget: str, results: Path, conf_dir: Path = CONF_DIR) -> V.Verdict:
+    """:func:`check_claim`, at the group-sequential level of the look its seeds reached when its cells have more
+    seeds than its spec's count (raised for another claim's look: :mod:`oscrepro.claims.siblings`). An exact check
+    is not a test over seeds: its level stands."""
+    from oscrepro.claims.siblings import sibling_level
+
+    c = claim.check
+    if c["kind"] == "within" and c.get("exact"):
+        return check_claim(claim, cells)
+    refs = claim_refs(claim)
+    n = min(_stats(cells, r, claim).n for r in refs)
+    sib = sibling_level(claim.table, budget, list(dict.fromkeys(str(r["row"]) for r in refs)), n, results, conf_dir)
+    if sib is None:
+        return check_claim(claim, cells)
+    level, why = sib
+    v = check_claim(replace(claim, check={**c, "level": level}), cells)
+    return V.Verdict(v.status, v.test, v.effect, v.ci, f"{v.detail}; {why}")
+
+
 def _g(v: float) -> str:
     """A number for a detail sentence: 3 significant digits, a true minus sign (as the verdicts write them)."""
     return f"{v:.3g}".replace("-", "−")
@@ -309,7 +334,9 @@ def check_table(key: str, budget: str, results: Path, conf_dir: Path = CONF_DIR,
     for cl in claims:
         try:
             entry = ledger.get(f"{cl.id}@{budget}")
-            verdict = ledger_verdict(entry) if entry and entry.get("looks") else check_claim(cl, cells)
+            verdict = (ledger_verdict(entry) if entry and entry.get("looks")
+                       else check_claim(cl, cells) if variant
+                       else check_sibling(cl, cells, budget, results, conf_dir))
             out.append(Checked(cl, budget, verdict, path.with_suffix(".md"), variant))
         except ValueError as err:  # ClaimError is a ValueError; the verdict's ValueErrors are claim mistakes too
             if errors is None:

@@ -1,0 +1,152 @@
+"""What became of the inconclusive verdicts since a revision: ``python -m oscrepro.claims.census --since REV``.
+
+The decide planner's measure of success is how many empirical claims that were inconclusive at some earlier state
+are decided now. The plain count in ``results/CLAIMS.md`` cannot say it: building a table adds claims of its own
+(often inconclusive at three seeds), so the count can stand still while claims are decided. This census matches the
+empirical-claim rows of the scoreboard at ``REV`` (``git show REV:results/CLAIMS.md``) with today's by paper section
+and claim text, and reports, for the claims inconclusive then: which are decided now (and how), which are still
+inconclusive, and which cannot be found (a claim whose text changed or that was removed: listed, never guessed).
+Claims new since ``REV`` are counted apart. The scoreboard's "Project findings" sections (the leaderboard's own
+claims, not a paper's) are reported apart from the papers'.
+
+It reads the committed scoreboards only: nothing is trained or re-checked (``make claims`` writes CLAIMS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from oscrepro.runs.record import atomic_write_text
+
+FINDINGS = "Project findings"  # section prefix of claims that are the project's, not a paper's
+VERDICTS = ("inconclusive", "contradicted", "holds", "not answerable")  # searched in this order in a verdict cell
+
+
+@dataclass(frozen=True)
+class Row:
+    """One empirical claim row of the scoreboard."""
+
+    section: str  # the paper key, or "Project findings: ..." for the leaderboard's claims
+    text: str  # the claim's sentence as the scoreboard shows it
+    verdict: str  # holds | contradicted | inconclusive | not answerable
+    numbers: str
+
+    @property
+    def finding(self) -> bool:
+        return self.section.startswith(FINDINGS)
+
+
+def _cells(line: str) -> list[str]:
+    """A markdown table row's cells; an escaped ``\\|`` (as in ``|a − b|``) stays inside its cell."""
+    return [c.strip().replace("\0", "|") for c in line.replace("\\|", "\0").strip().strip("|").split("|")]
+
+
+def empirical_rows(text: str) -> dict[tuple[str, str], Row]:
+    """The empirical-claim rows of a CLAIMS.md, keyed by (section, claim text). Exact checks are left out: the
+    census measures the seed-decided verdicts."""
+    rows: dict[tuple[str, str], Row] = {}
+    section, header = "", None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            section, header = line[3:].strip(), None
+        elif line.startswith("### "):
+            header = [] if "Empirical" in line else None
+        elif header is not None and line.startswith("|"):
+            cells = _cells(line)
+            if not header:
+                header = cells
+            elif not set(cells[0]) <= set("-: "):
+                row = dict(zip(header, cells, strict=False))
+                verdict = next((v for v in VERDICTS if v in row.get("verdict", "")), row.get("verdict", ""))
+                rows[(section, row["claim"])] = Row(section, row["claim"], verdict, row.get("numbers", ""))
+    return rows
+
+
+@dataclass
+class Census:
+    """The fate of the claims inconclusive at the baseline (papers' and findings' apart), and the new claims."""
+
+    since: str
+    decided: list[tuple[Row, Row]] = field(default_factory=list)  # (then, now)
+    still: list[Row] = field(default_factory=list)
+    lost: list[Row] = field(default_factory=list)  # not found today by section and text
+    new: Counter[str] = field(default_factory=Counter)  # verdicts of claims absent at the baseline
+
+    def counts(self, finding: bool) -> tuple[int, int, int]:
+        """(inconclusive at the baseline, decided now, still inconclusive) for the papers' (or findings') claims."""
+        decided = sum(then.finding == finding for then, _ in self.decided)
+        still = sum(r.finding == finding for r in self.still)
+        lost = sum(r.finding == finding for r in self.lost)
+        return decided + still + lost, decided, still
+
+
+def census(then: dict[tuple[str, str], Row], now: dict[tuple[str, str], Row], since: str) -> Census:
+    """Match the baseline's inconclusive empirical claims with today's rows (module docstring)."""
+    out = Census(since)
+    for key, row in then.items():
+        if row.verdict != "inconclusive":
+            continue
+        today = now.get(key)
+        if today is None:
+            out.lost.append(row)
+        elif today.verdict == "inconclusive":
+            out.still.append(row)
+        else:
+            out.decided.append((row, today))
+    out.new.update(r.verdict for key, r in now.items() if key not in then)
+    return out
+
+
+def render(c: Census) -> str:
+    """The census as markdown."""
+    lines = [f"# Census of inconclusive verdicts since `{c.since}`", "",
+             "Empirical claims inconclusive in `results/CLAIMS.md` at that revision, matched with today's scoreboard "
+             "by paper section and claim text (`python -m oscrepro.claims.census`; exact checks are not counted).", ""]
+    for finding, name in ((False, "Papers' claims"), (True, "Project findings (leaderboard)")):
+        base, decided, still = c.counts(finding)
+        if not base:
+            continue
+        cut = f"{decided / base:.0%}" if base else "n/a"
+        lines += [f"**{name}:** {base} inconclusive then → {still} still inconclusive, {decided} decided "
+                  f"({cut} fewer){f', {base - decided - still} not found today' if base - decided - still else ''}.",
+                  ""]
+    lines += ["## Decided since then", "", "| section | claim | verdict now | numbers now |", "|---|---|---|---|"]
+    lines += [f"| {then.section} | {then.text.replace('|', chr(92) + '|')} | {now.verdict} | "
+              f"{now.numbers.replace('|', chr(92) + '|')} |" for then, now in c.decided]
+    lines += ["", "## Still inconclusive", ""] + [f"- {r.section}: {r.text}" for r in c.still]
+    if c.lost:
+        lines += ["", "## Not found today (text changed or claim removed)", ""]
+        lines += [f"- {r.section}: {r.text}" for r in c.lost]
+    new = ", ".join(f"{n} {v}" for v, n in sorted(c.new.items())) or "none"
+    lines += ["", f"**Claims new since `{c.since}`** (tables built since, or claims added): {new}.", ""]
+    return "\n".join(lines)
+
+
+def scoreboard_at(rev: str, path: str = "results/CLAIMS.md") -> str:
+    """The scoreboard committed at ``rev`` (a clear error when the revision or file is not there)."""
+    try:
+        return subprocess.run(["git", "show", f"{rev}:{path}"], check=True, capture_output=True, text=True).stdout
+    except subprocess.CalledProcessError as err:
+        raise SystemExit(f"census: cannot read {path} at {rev!r}: {err.stderr.strip()}") from None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m oscrepro.claims.census", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--since", required=True, help="the git revision of the baseline scoreboard")
+    parser.add_argument("--scoreboard", default="results/CLAIMS.md", help="today's scoreboard")
+    parser.add_argument("--out", default=None, help="also write the census markdown here")
+    args = parser.parse_args(argv)
+    text = render(census(empirical_rows(scoreboard_at(args.since)),
+                         empirical_rows(Path(args.scoreboard).read_text()), args.since))
+    print(text, end="")
+    if args.out:
+        atomic_write_text(Path(args.out), text)
+
+
+if __name__ == "__main__":
+    main()

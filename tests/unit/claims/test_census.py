@@ -1,0 +1,38 @@
+"""The census matches the baseline's inconclusive empirical claims with today's by section and text."""
+
+from __future__ import annotations
+
+from oscrepro.claims.census import census, empirical_rows, render
+
+HEAD = ("| claim | weight | where | counted at | verdict | numbers | lower budgets | table |\n"
+        "|---|---|---|---|---|---|---|---|\n")
+
+
+def _board(rows: dict[str, list[tuple[str, str]]], exact: list[tuple[str, str]] = ()) -> str:
+    out = ["# Claims scoreboard", ""]
+    for section, claims in rows.items():
+        out += [f"## {section}", "", "### Empirical claims", "", HEAD.rstrip("\n")]
+        out += [f"| {t} | supporting | Sec. 1 | `cpu` | {v} | a − b = 1 | — | [t](t.md) |" for t, v in claims]
+        out += ["", "### Exact checks (parameter counts)", "", HEAD.rstrip("\n")]
+        out += [f"| {t} | supporting | Sec. 1 | `paper` | {v} | exact | — | [t](t.md) |" for t, v in exact]
+        out += [""]
+    return "\n".join(out)
+
+
+def test_census_counts_decided_still_lost_and_new():
+    then = _board({"fqo": [("A", "❔ inconclusive"), ("B \\| with a bar", "❔ inconclusive"), ("C", "✅ holds"),
+                           ("D", "❔ inconclusive")],
+                   "Project findings: leaderboard": [("L", "❔ inconclusive")]},
+                  exact=[("X", "❔ inconclusive")])
+    now = _board({"fqo": [("A", "❌ contradicted"), ("B \\| with a bar", "❔ inconclusive"), ("C", "✅ holds"),
+                          ("E", "❔ inconclusive")],
+                  "Project findings: leaderboard": [("L", "✅ holds")]})
+    rows = empirical_rows(then)
+    assert ("fqo", "B | with a bar") in rows and ("fqo", "X") not in rows  # escaped bar kept; exact checks left out
+    c = census(rows, empirical_rows(now), "abc123")
+    assert c.counts(finding=False) == (3, 1, 1)  # A decided, B still, D not found today
+    assert c.counts(finding=True) == (1, 1, 0)
+    assert [r.text for r in c.lost] == ["D"] and c.new == {"inconclusive": 1}
+    text = render(c)
+    assert "3 inconclusive then → 1 still inconclusive, 1 decided (33% fewer), 1 not found today" in text
+    assert "| fqo | A | contradicted |" in text

@@ -1,0 +1,46 @@
+"""A sibling claim (its cells gained seeds for another claim's look) is judged at the design's level for the look its
+seed count reached, never at the fixed level again (oscrepro.claims.siblings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oscrepro.claims import sequential as S
+from oscrepro.claims.scoreboard import check_claim, check_sibling, load_claims
+from oscrepro.claims.siblings import sibling_level
+
+TABLE = "coupledqk/table1"  # cpu: 3 seeds per row in its spec
+CLAIM = "cqk-t1-hamiltonian-below-mlp-only"  # Hamiltonian (coupled) vs MLP-Only, ppl
+
+
+def _cells(n: int, gap: float) -> dict:
+    """Two cells whose difference (gap, one-seed sd 10) lies near the edge of a 95 % interval."""
+    line = lambda mean: {"ours_mean": str(mean), "ours_std": "10", "n": str(n)}  # noqa: E731
+    return {("Hamiltonian (coupled)", "ppl"): line(500.0 - gap), ("MLP-Only", "ppl"): line(500.0)}
+
+
+def _claim():
+    return next(c for c in load_claims(TABLE) if c.id == CLAIM)
+
+
+def test_level_follows_the_look_its_seeds_reached(tmp_path: Path):
+    levels = S.look_levels(S.plan_looks(3, 10))  # [3, 5, 8, 10]
+    assert sibling_level(TABLE, "cpu", ["Hamiltonian (coupled)", "MLP-Only"], 3, tmp_path) is None  # the spec's n
+    for n, k in ((5, 1), (7, 1), (8, 2), (10, 3)):
+        level, why = sibling_level(TABLE, "cpu", ["Hamiltonian (coupled)", "MLP-Only"], n, tmp_path)
+        assert level == pytest.approx(levels[k]) and level > 0.95
+        assert f"look {k + 1} of the design [3, 5, 8, 10]" in why and f"n = {n}, above the spec's 3" in why
+
+
+def test_a_sibling_on_more_seeds_is_judged_at_the_stricter_level(tmp_path: Path):
+    """A gap whose 95 % interval just excludes 0 at n = 5 holds at the fixed level and is inconclusive at look 2's
+    level (0.9898): the sibling rule reads the latter. At the spec's n the fixed level stands."""
+    claim = _claim()
+    fixed, sib = check_claim(claim, _cells(5, 16.0)), check_sibling(claim, _cells(5, 16.0), "cpu", tmp_path)
+    assert fixed.status == "holds" and sib.status == "inconclusive"
+    assert sib.ci[0] < fixed.ci[0] and sib.effect == pytest.approx(fixed.effect)
+    assert "judged at level 0.9898" in sib.detail
+    at_spec = check_sibling(claim, _cells(3, 40.0), "cpu", tmp_path)
+    assert at_spec == check_claim(claim, _cells(3, 40.0))
