@@ -52,7 +52,7 @@ def base_count(spec: TableSpec, budget: str, rows: list[str], results: Path, con
         if spec.analysis.get(TRIALS_ARG):
             return spec.analysis_trials(budget, decided=False), True
         if spec.analysis.get(SEEDS_ARG):
-            return spec._own_count(budget, SEEDS_ARG, None, "seed runs"), False
+            return spec.analysis_seeds(budget, decided=False), False
     except SpecError:
         return None
     from oscrepro.claims.candidates import source_rows  # the planner's reading of an analysis's sources

@@ -149,13 +149,14 @@ class TableSpec:
         raised = decided_seeds(self.path.parents[2], budget).get(self.key, {})
         return {k[len(prefix):]: int(v) for k, v in raised.items() if k.startswith(prefix)}
 
-    def analysis_seeds(self, budget: str) -> int:
+    def analysis_seeds(self, budget: str, decided: bool = True) -> int:
         """The seed count of an analysis table's own runs (the adapter argument that ``analysis.seeds_arg`` names,
         e.g. osciformer Figure 5's forecast seeds, coupledqk Table 7's fine-tuning seeds) at ``budget``: the spec's
         value (``analysis.budgets`` over ``analysis``), raised to what the claims planner decided for the table
-        (``conf/decide/<budget>.yaml``, key :data:`ANALYSIS_SEEDS`). Extra seeds are the adapter's ordinary seeds
-        n..N-1. SpecError when the table names no such argument."""
-        return self._own_count(budget, SEEDS_ARG, ANALYSIS_SEEDS, "seed runs")
+        (``conf/decide/<budget>.yaml``, key :data:`ANALYSIS_SEEDS`) unless ``decided`` is False (the spec's own
+        count). Extra seeds are the adapter's ordinary seeds n..N-1. SpecError when the table names no such
+        argument."""
+        return self._own_count(budget, SEEDS_ARG, ANALYSIS_SEEDS if decided else None, "seed runs")
 
     def analysis_trials(self, budget: str, decided: bool = True) -> int:
         """The count of an analysis table's repeated measurements (the adapter argument that ``analysis.trials_arg``

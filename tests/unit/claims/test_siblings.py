@@ -44,3 +44,19 @@ def test_a_sibling_on_more_seeds_is_judged_at_the_stricter_level(tmp_path: Path)
     assert "judged at level 0.9898" in sib.detail
     at_spec = check_sibling(claim, _cells(3, 40.0), "cpu", tmp_path)
     assert at_spec == check_claim(claim, _cells(3, 40.0))
+
+
+def test_base_count_of_each_table_kind(tmp_path: Path):
+    """The spec's own count, never the planner's raise: a runs table's rows (Table 6's medium cells were raised to
+    5), an analysis's own seeds (Table 7: fine-tuning seeds, raised per cell), its timed trials (Table 10: 15, raised
+    to 35), and an analysis read from another table's seeds (Table 12 reads Table 1's LMs: 3 at cpu)."""
+    from oscrepro.claims.siblings import base_count
+    from oscrepro.tables.spec import load_spec
+
+    assert base_count(load_spec("coupledqk/table6"), "cpu", ["Standard", "Coupled QK (Hamiltonian)"],
+                      tmp_path) == (3, False)
+    t7 = load_spec("coupledqk/table7")
+    assert base_count(t7, "cpu", ["Standard"], tmp_path) == (t7.analysis_seeds("cpu", decided=False), False)
+    assert base_count(load_spec("coupledqk/table10"), "cpu", ["Euler"], tmp_path) == (15, True)
+    assert base_count(load_spec("coupledqk/table12"), "cpu", ["Standard | ours"], Path("results")) == (3, False)
+    assert base_count(load_spec("coupledqk/table1"), "cpu", ["no such row"], tmp_path) is None
