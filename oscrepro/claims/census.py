@@ -101,8 +101,28 @@ def census(then: dict[tuple[str, str], Row], now: dict[tuple[str, str], Row], si
     return out
 
 
-def render(c: Census) -> str:
-    """The census as markdown."""
+def ledger_costs(results: Path) -> dict[str, tuple[str, int, int, float]]:
+    """Claim text -> (claim id@budget, the look that decided it, its n, the core-hours its looks' runs took) for
+    every claim the decide ledgers (``results/decide/<budget>.json``) decided; a run two claims read counts in
+    both."""
+    from oscrepro.claims.ledger import load_ledger
+    from oscrepro.claims.scoreboard import load_claims
+    from oscrepro.tables.spec import available_tables
+
+    text = {cl.id: cl.text for key in available_tables() for cl in load_claims(key)}
+    out = {}
+    for budget in ("cpu", "paper"):
+        for key, entry in load_ledger(results, budget).items():
+            decisive = [lk for lk in entry.get("looks", []) if lk["status"] in ("holds", "contradicted")]
+            if decisive and entry.get("claim") in text:
+                core_s = sum(float(lk.get("core_s") or 0) for lk in entry["looks"] if lk["look"] <= decisive[0]["look"])
+                out[text[entry["claim"]]] = (key, int(decisive[0]["look"]), int(decisive[0]["n"]), core_s / 3600)
+    return out
+
+
+def render(c: Census, costs: dict[str, tuple[str, int, int, float]] | None = None) -> str:
+    """The census as markdown; ``costs`` (:func:`ledger_costs`) adds how each decided claim was decided."""
+    costs = costs or {}
     lines = [f"# Census of inconclusive verdicts since `{c.since}`", "",
              "Empirical claims inconclusive in `results/CLAIMS.md` at that revision, matched with today's scoreboard "
              "by paper section and claim text (`python -m oscrepro.claims.census`; exact checks are not counted).", ""]
@@ -114,9 +134,16 @@ def render(c: Census) -> str:
         lines += [f"**{name}:** {base} inconclusive then → {still} still inconclusive, {decided} decided "
                   f"({cut} fewer){f', {base - decided - still} not found today' if base - decided - still else ''}.",
                   ""]
-    lines += ["## Decided since then", "", "| section | claim | verdict now | numbers now |", "|---|---|---|---|"]
-    lines += [f"| {then.section} | {then.text.replace('|', chr(92) + '|')} | {now.verdict} | "
-              f"{now.numbers.replace('|', chr(92) + '|')} |" for then, now in c.decided]
+    lines += ["## Decided since then", "",
+              "*How*: a look of the decide planner (`results/decide/<budget>.json`: the look, its n per cell and the "
+              "core-hours of the runs its looks trained, by their records; 0 when another table had trained them), or "
+              "the table rebuilt on seeds raised for another claim or built anew (judged by the scoreboard).", "",
+              "| section | claim | verdict now | how | numbers now |", "|---|---|---|---|---|"]
+    bar = lambda t: t.replace("|", chr(92) + "|")  # noqa: E731
+    for then, now in c.decided:
+        how = ("table rebuilt on more seeds" if then.text not in costs else
+               "planner look {1} (n = {2}), {3:.2f} core-h: `{0}`".format(*costs[then.text]))
+        lines.append(f"| {then.section} | {bar(then.text)} | {now.verdict} | {how} | {bar(now.numbers)} |")
     lines += ["", "## Still inconclusive", ""] + [f"- {r.section}: {r.text}" for r in c.still]
     if c.lost:
         lines += ["", "## Not found today (text changed or claim removed)", ""]
@@ -139,10 +166,12 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--since", required=True, help="the git revision of the baseline scoreboard")
     parser.add_argument("--scoreboard", default="results/CLAIMS.md", help="today's scoreboard")
+    parser.add_argument("--results-dir", default="results", help="where the decide ledgers are")
     parser.add_argument("--out", default=None, help="also write the census markdown here")
     args = parser.parse_args(argv)
     text = render(census(empirical_rows(scoreboard_at(args.since)),
-                         empirical_rows(Path(args.scoreboard).read_text()), args.since))
+                         empirical_rows(Path(args.scoreboard).read_text()), args.since),
+                  ledger_costs(Path(args.results_dir)))
     print(text, end="")
     if args.out:
         atomic_write_text(Path(args.out), text)

@@ -36,3 +36,21 @@ def test_census_counts_decided_still_lost_and_new():
     text = render(c)
     assert "3 inconclusive then → 1 still inconclusive, 1 decided (33% fewer), 1 not found today" in text
     assert "| fqo | A | contradicted |" in text
+
+
+def test_ledger_costs_stop_at_the_deciding_look(tmp_path):
+    """A decided claim's cost is what its looks up to the decisive one took; an undecided claim has none."""
+    import json
+
+    from oscrepro.claims.census import ledger_costs
+    from oscrepro.claims.scoreboard import load_claims
+
+    claims = load_claims("coupledqk/table1")
+    look = lambda k, n, status, core_s: {"look": k, "n": n, "status": status, "core_s": core_s}  # noqa: E731
+    ledger = {f"{claims[0].id}@cpu": {"claim": claims[0].id, "looks": [look(1, 3, "inconclusive", 3600.0),
+                                                                       look(2, 5, "holds", 1800.0)]},
+              f"{claims[1].id}@cpu": {"claim": claims[1].id, "looks": [look(1, 3, "inconclusive", 7.0)]}}
+    (tmp_path / "decide").mkdir()
+    (tmp_path / "decide" / "cpu.json").write_text(json.dumps(ledger))
+    costs = ledger_costs(tmp_path)
+    assert costs == {claims[0].text: (f"{claims[0].id}@cpu", 2, 5, 1.5)}
