@@ -67,6 +67,7 @@ class Candidate:
     have_s: dict[int, float] = field(default_factory=dict)  # seed -> core-seconds of its runs already recorded
     pending: dict[int, dict[str, float]] = field(default_factory=dict)  # seed -> {run config: core-s} to train
     source: tuple[str, list[str]] | None = None  # an analysis decided through its source table's rows (docstring)
+    recover_s: float = 0.0  # core-s of retraining source records kept without the weights a look loads (once)
 
     @property
     def target(self) -> tuple[str, list[str]]:
@@ -77,9 +78,10 @@ class Candidate:
         """Core-seconds of training seeds ``n_now`` .. ``n_final`` - 1 of the claim's rows: :attr:`run_s` per
         seed, less what finished records of that seed already cover (a look on existing seeds costs nothing). Timed
         trials are re-measured whole at every look: each planned look up to ``n_final`` costs all its trials."""
+        once = self.recover_s if n_final > self.n_now else 0.0  # weights a look loads, retrained once
         if self.trials:
-            return sum(m * self.run_s for m in self.looks if self.n_now < m <= n_final)
-        return sum(max(self.run_s - self.have_s.get(s, 0.0), 0.0) for s in range(self.n_now, n_final))
+            return once + sum(m * self.run_s for m in self.looks if self.n_now < m <= n_final)
+        return once + sum(max(self.run_s - self.have_s.get(s, 0.0), 0.0) for s in range(self.n_now, n_final))
 
     def new_runs(self, n_final: int) -> dict[str, float]:
         """The runs still to train for seeds ``n_now`` .. ``n_final`` - 1, by config, with their core-seconds (empty
@@ -230,6 +232,32 @@ def source_rows(spec: TableSpec, budget: str, results: Path, rows: list[str]) ->
     return next(iter(cells.values())).table, list(dict.fromkeys(mine))
 
 
+def _recover_s(spec: TableSpec, budget: str, results: Path, rows: list[str]) -> float:
+    """Core-seconds of retraining the source records whose weights a look at analysis ``spec`` loads and that are
+    kept without them (records are in git, checkpoints are not: :mod:`oscrepro.tables.recover`): the cells its
+    planning function reads with ``checkpoints`` (coupledqk Table 12: Table 1's LMs), or every cell when a later
+    stage trains runs on them (Table 7 fine-tunes Table 1's LMs), of the claim's ``rows`` (matched by label or source
+    row; all cells when none match), priced by their records. A record trained on another CPU kind may retrain much
+    slower here (bf16 without native support): this errs low then."""
+    from hydra.utils import get_method
+
+    from oscrepro.runs.lookup import find_record
+    from oscrepro.tables.build import ENGINE_KWARGS, analysis_kwargs
+    from oscrepro.tables.recover import weightless
+    from oscrepro.tables.sources import PLAN_ATTR, RunNeeds, planned_requests
+
+    plan = getattr(get_method(spec.analysis["_target_"]), PLAN_ATTR, None)
+    if plan is None:
+        return 0.0
+    kwargs = {k: v for k, v in analysis_kwargs(spec, budget).items() if k not in ENGINE_KWARGS}
+    needs = plan(budget=budget, results_dir=results, **kwargs)
+    loads = {k: c for k, c in needs.cells.items() if c.checkpoints or needs.then is not None}
+    mine = {k: c for k, c in loads.items() if k in rows or c.row in rows} or loads
+    reqs = planned_requests(RunNeeds(needs.table, mine), budget, results)
+    found = [d for rs in reqs.values() for r in rs if (d := find_record(r)) is not None]
+    return _core_s(weightless(found), ok_only=True)
+
+
 def _experiment_records(spec: TableSpec, results: Path) -> list[Path]:
     """The run records under ``results/runs/<analysis.experiment>/`` (an analysis table's own seed runs)."""
     exp = spec.analysis.get("experiment")
@@ -336,6 +364,9 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP, min_power: fl
                 table, rows = cand.target
                 cand.run_s, cand.have_s, cand.pending = _run_costs(table, budget, rows, results,
                                                                    range(n, cand.looks[-1]))
+            if spec.kind != "runs":  # weights the look loads, kept without them: their retraining is part of the price
+                cand.recover_s = _recover_s(spec, budget, results, (cand.source[1] if cand.source else
+                                                                    [str(r["row"]) for r in _cell_refs(checked)]))
             if not math.isfinite(cand.run_s):
                 cand.reason = (f"no measured trial cost (analysis.{TRIAL_CORE_S}.{budget}) to price it"
                                if cand.trials else "no finished record with a run time to cost it")
@@ -369,7 +400,8 @@ def render_plan(cands: list[Candidate], budget: str, core_hours: float) -> str:
              "Inconclusive empirical claims ranked by core-seconds per expected decision (predictive power at the "
              "group-sequential level of the look; `python -m oscrepro.claims.decide`). A *pilot* has one seed per "
              f"cell, so no spread and no power: it is trained to its first look, ranked as if its power were "
-             f"{PILOT_POWER:g}.", "",
+             f"{PILOT_POWER:g}. The cost includes retraining the source records whose weights a look loads and that "
+             "were kept without them (\"incl. weights\"), priced by their records.", "",
              "| rank | claim | table | rows | n now | looks | best N | power | cost (core-min) | per decision |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for i, c in enumerate(live, 1):
@@ -377,7 +409,7 @@ def render_plan(cands: list[Candidate], budget: str, core_hours: float) -> str:
                 ).replace("|", "\\|")  # a cell key's separator inside a markdown cell
         lines.append(f"| {i} | {c.checked.claim.id} | {c.checked.claim.table} | {rows} | {c.n_now} | "
                      f"{', '.join(map(str, c.looks))} | {c.best_n} | {'pilot' if c.pilot else f'{c.power:.2f}'} | "
-                     f"{c.cost_s / 60:.1f} | "
+                     f"{c.cost_s / 60:.1f}{f' (incl. weights {c.recover_s / 60:.0f})' if c.recover_s else ''} | "
                      f"{c.score / 60:.1f} |")
     lines += ["", f"Left out ({len(cands) - len(live)}):", ""]
     lines += [f"- {c.checked.claim.id} ({c.checked.claim.table}): {c.reason}" for c in cands if c.reason]

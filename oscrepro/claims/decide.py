@@ -18,7 +18,9 @@ neither:
    column of a row when the claim reads them all, else only the claim's columns: a claim on Table 6's medium MQAR
    trains no hard runs) times their mean recorded run time (``wall_time_s`` × ``torch_threads`` in
    core-seconds), less the runs whose records already exist (seeds another claim or table trained: a look on
-   them is free). Candidates are ranked by the smallest cost per expected decision, cost(N) / power(N). The power
+   them is free), plus, once, the retraining of source records whose weights the look loads and that were kept
+   without them (Table 7 fine-tunes Table 1's LMs; priced by their records). Candidates are ranked by the smallest
+   cost per expected decision, cost(N) / power(N). The power
    of each check kind: :mod:`oscrepro.claims.power` (closed forms; a seeded simulation for orderings).
 3. **Looks.** Without ``--dry-run`` the cheapest candidates that fit the core-hours are extended to their *next
    planned look* (not straight to N: the design stops a claim at its first decisive look), their missing runs are

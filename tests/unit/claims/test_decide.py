@@ -297,3 +297,32 @@ def test_a_claim_on_one_column_raises_that_column_only(tmp_path: Path):
     cells = plan(spec, "cpu")
     assert [len(cells[(std, c)]) for c in ("easy", "medium", "hard")] == [3, 5, 3]
     assert spec.own_counts("cpu") == {"Standard | medium": 5, "Coupled QK (Hamiltonian) | medium": 5}
+
+
+def test_a_look_that_loads_weightless_records_pays_for_their_retraining(tmp_path: Path):
+    """coupledqk Table 7 fine-tunes Table 1's seed-0 LMs: a look on its Diff/Standard QNLI cells must first retrain
+    those two LMs where their records were kept without weights (a fresh checkout): their recorded core-seconds are
+    in the price, once; with the checkpoints present, nothing."""
+    from oscrepro.claims.candidates import Candidate, _core_s, _recover_s
+    from oscrepro.runs.compose import CKPT_NAME
+    from oscrepro.tables.spec import load_spec
+
+    src = Path("results/runs/coupledqk/lm")
+    dst = tmp_path / "runs" / "coupledqk" / "lm"
+    for d in src.iterdir():  # the records only (a few KB each), never a checkpoint
+        if (d / "status.json").exists():
+            (dst / d.name).mkdir(parents=True)
+            for f in ("config.yaml", "status.json", "metrics.json"):
+                if (d / f).exists():
+                    shutil.copy(d / f, dst / d.name / f)
+    spec = load_spec("coupledqk/table7")
+    price = _recover_s(spec, "cpu", tmp_path, ["Diff Attention", "Standard"])
+    assert 0 < price < _core_s(list(dst.iterdir()), ok_only=True)  # some of the LMs, not all
+    one = _recover_s(spec, "cpu", tmp_path, ["Standard"])
+    assert 0 < one < price  # one LM, not two
+    cand = Candidate(None, ["x"], 3, 100.0, recover_s=price, looks=[3, 5, 8])  # type: ignore[arg-type]
+    assert cand.cost_to(5) == pytest.approx(price + 200.0) and cand.cost_to(3) == 0.0
+    for d in dst.iterdir():  # with every checkpoint present the look loads them: nothing to retrain
+        (d / "checkpoints").mkdir()
+        (d / "checkpoints" / CKPT_NAME).write_bytes(b"0")
+    assert _recover_s(spec, "cpu", tmp_path, ["Diff Attention", "Standard"]) == 0.0
