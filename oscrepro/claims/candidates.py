@@ -17,6 +17,7 @@ from pathlib import Path
 from oscrepro.claims import sequential as S
 from oscrepro.claims.ledger import load_ledger
 from oscrepro.claims.power import PILOT_POWER, ordering_power, predictive_power, trend_power
+from oscrepro.claims.reach import DEFAULT_CAP, TRIAL_CAP_FACTOR, source_rows
 from oscrepro.claims.scoreboard import (
     Checked,
     ClaimError,
@@ -41,11 +42,9 @@ from oscrepro.tables.spec import (
     load_spec,
 )
 
-DEFAULT_CAP = 10  # seeds per cell at most: beyond it a claim's effect is too small for this budget to matter
 KINDS = ("difference", "within", "equivalent", "ordering", "trend")
 MIN_POWER = 0.1  # below it more seeds are not expected to decide the claim at a price worth paying: left out
 PILOT_N = 3  # a pilot's first look: the smallest seed count with a spread worth judging (2 leaves 1 df per cell)
-TRIAL_CAP_FACTOR = 4  # timed trials per cell at most: this many times the spec's own count (fixed before looking)
 
 
 @dataclass
@@ -207,29 +206,6 @@ def _own_cells(cells: dict) -> int:
     what one of its seeds is shared by. A cell's price is then the mean cell's, which errs high for a cheap task
     (Table 7: a QNLI run ~160 s against SST-2's ~375 s)."""
     return sum(1 for cell in cells.values() if _float(cell.get("n")) >= 2)
-
-
-def source_rows(spec: TableSpec, budget: str, results: Path, rows: list[str]) -> tuple[str, list[str]] | None:
-    """(source table, its rows) behind analysis rows ``rows`` when the analysis reads every seed of one other
-    table's cells (its planning function's :class:`~oscrepro.tables.sources.RunNeeds`: cells only, all seeds, no
-    variant overrides): raising those rows' seeds raises the analysis cells' n. Analysis rows named like their
-    source cells map to them; otherwise every source row is extended. None when the analysis reads no such cells."""
-    from hydra.utils import get_method
-
-    from oscrepro.tables.build import ENGINE_KWARGS, analysis_kwargs
-    from oscrepro.tables.sources import PLAN_ATTR
-
-    plan = getattr(get_method(spec.analysis["_target_"]), PLAN_ATTR, None)
-    if plan is None:
-        return None
-    kwargs = {k: v for k, v in analysis_kwargs(spec, budget).items() if k not in ENGINE_KWARGS}
-    needs = plan(budget=budget, results_dir=results, **kwargs)
-    cells = needs.cells
-    if needs.own is not None or needs.then is not None or not cells or len({c.table for c in cells.values()}) != 1 \
-            or any(c.seeds is not None or c.overrides for c in cells.values()):
-        return None
-    mine = [cells[r].row for r in rows if r in cells] or [c.row for c in cells.values()]
-    return next(iter(cells.values())).table, list(dict.fromkeys(mine))
 
 
 def _recover_s(spec: TableSpec, budget: str, results: Path, rows: list[str]) -> float:

@@ -41,7 +41,7 @@ its cost per seed is what its experiment's records took over its seed count. One
 as the mean cell's share of a seed. A timing analysis whose cells are repeated measurements names the adapter
 argument that counts them (``analysis.trials_arg``: osciformer Figure 2's repeats, coupledqk Table 10's trials) and
 the measured core-seconds of one trial (``analysis.trial_core_s``): its claims get the same design over trials
-instead of seeds (pseudo row ``(analysis trials)``, cap :data:`~oscrepro.claims.candidates.TRIAL_CAP_FACTOR` x the
+instead of seeds (pseudo row ``(analysis trials)``, cap :data:`~oscrepro.claims.reach.TRIAL_CAP_FACTOR` x the
 spec's count, fixed before looking). A look re-measures every trial afresh, so the looks are not nested samples; the
 union bound over looks needs only each look's own test to be valid, so the error guarantee holds as for seeds
 (:mod:`oscrepro.claims.sequential`). An analysis table that reads every seed of another table's cells (fqo Table 6

@@ -25,6 +25,7 @@ import math
 from pathlib import Path
 
 from oscrepro.claims import sequential as S
+from oscrepro.claims.reach import DEFAULT_CAP, TRIAL_CAP_FACTOR, source_rows
 from oscrepro.runs.compose import CONF_DIR
 from oscrepro.tables.spec import SEEDS_ARG, TRIALS_ARG, SpecError, TableSpec, load_spec
 
@@ -55,8 +56,6 @@ def base_count(spec: TableSpec, budget: str, rows: list[str], results: Path, con
             return spec.analysis_seeds(budget, decided=False), False
     except SpecError:
         return None
-    from oscrepro.claims.candidates import source_rows  # the planner's reading of an analysis's sources
-
     try:
         source = source_rows(spec, budget, results, rows)
     except Exception:  # noqa: BLE001  an analysis whose plan cannot be read here is judged at its fixed level
@@ -71,8 +70,6 @@ def sibling_level(table: str, budget: str, rows: list[str], n: int, results: Pat
                   ) -> tuple[float, str] | None:
     """The design's level for a claim on ``rows`` of ``table`` whose cells have ``n`` seeds (or trials), and the
     words that say why; None when ``n`` is not above the spec's own count (the fixed level stands)."""
-    from oscrepro.claims.candidates import DEFAULT_CAP, TRIAL_CAP_FACTOR
-
     base = base_count(load_spec(table, conf_dir), budget, rows, results, conf_dir)
     if base is None or not math.isfinite(n) or base[0] < 2 or n <= base[0]:
         return None
