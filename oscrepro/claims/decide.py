@@ -67,13 +67,11 @@ from oscrepro.claims.candidates import (
     MIN_POWER,
     Candidate,
     _claim_n,
-    _core_s,
-    _experiment_records,
-    _in_units,
     candidates,
     render_plan,
 )
 from oscrepro.claims.ledger import ledger_path, load_ledger
+from oscrepro.claims.prices import _core_s, _experiment_records, _in_units
 from oscrepro.claims.scoreboard import read_cells, refresh_table_claims, table_csv
 from oscrepro.runs.compose import CONF_DIR
 from oscrepro.runs.record import atomic_write_text

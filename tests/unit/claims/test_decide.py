@@ -89,7 +89,7 @@ def test_core_seconds_of_trained_records(tmp_path: Path):
     """A look's cost: wall time × threads of each finished record; a record without a status counts nothing."""
     import json
 
-    from oscrepro.claims.candidates import _core_s
+    from oscrepro.claims.prices import _core_s
 
     for name, wall, threads in (("a", 100.0, 1), ("b", 50.0, 2)):
         (tmp_path / name).mkdir()
@@ -147,7 +147,8 @@ def test_a_failed_look_is_said_and_not_retried(monkeypatch, tmp_path: Path, caps
 def test_existing_seeds_cost_nothing():
     """Seeds whose records exist (compute-matched's 1 x steps rows are Table 1's runs, whose seeds 3-4 the planner
     trained for another claim) are priced at zero; a seed without records costs the full per-seed time."""
-    from oscrepro.claims.candidates import Candidate, _run_costs
+    from oscrepro.claims.candidates import Candidate
+    from oscrepro.claims.prices import _run_costs
 
     rows = ["Hamiltonian (coupled, 1 x steps)", "Standard (1 x steps)"]
     # seed 11 is past every committed seed of these rows (the planner's cap is 10 seeds: 0-9)
@@ -164,7 +165,7 @@ def test_analysis_of_every_source_seed_is_decided_through_its_source():
     """fqo Table 6 reads every seed of Table 4's TinyStories oscillator cells: its claims are extended through those
     rows. osciformer Figure 5 trains seeds of its own (no source rows); fqo's ODE-inference table reads one fixed
     seed (more source seeds would not change it)."""
-    from oscrepro.claims.candidates import source_rows
+    from oscrepro.claims.reach import source_rows
 
     results = Path("results")
     table, rows = source_rows(load_spec("fqo/table6"), "cpu", results, ["2", "8"])
@@ -273,7 +274,8 @@ def test_a_claim_on_one_column_raises_that_column_only(tmp_path: Path):
     """coupledqk Table 6's medium-MQAR claim reads the medium cells of two rows: a look raises those cells
     (``row | medium`` in conf/decide), plans the extra seeds in that column only, and is priced at the medium runs,
     not at the rows' hard runs that cost 3-17 x more."""
-    from oscrepro.claims.candidates import _run_costs, _units
+    from oscrepro.claims.candidates import _units
+    from oscrepro.claims.prices import _run_costs
     from oscrepro.claims.scoreboard import check_table
     from oscrepro.tables.plan import plan
     from oscrepro.tables.spec import cell_key
@@ -303,7 +305,8 @@ def test_a_look_that_loads_weightless_records_pays_for_their_retraining(tmp_path
     """coupledqk Table 7 fine-tunes Table 1's seed-0 LMs: a look on its Diff/Standard QNLI cells must first retrain
     those two LMs where their records were kept without weights (a fresh checkout): their recorded core-seconds are
     in the price, once; with the checkpoints present, nothing."""
-    from oscrepro.claims.candidates import Candidate, _core_s, _recover_s
+    from oscrepro.claims.candidates import Candidate
+    from oscrepro.claims.prices import _core_s, _recover_s
     from oscrepro.runs.compose import CKPT_NAME
     from oscrepro.tables.spec import load_spec
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from oscrepro.claims.candidates import _analysis_seed_cost, _trial_cost
 from oscrepro.claims.decide import write_decided
+from oscrepro.claims.prices import _analysis_seed_cost, _trial_cost
 from oscrepro.runs.compose import CONF_DIR
 from oscrepro.tables.build import analysis_kwargs
 from oscrepro.tables.spec import ANALYSIS_SEEDS, ANALYSIS_TRIALS, SpecError, load_spec
