@@ -33,6 +33,7 @@ from oscrepro.data.paths import DatasetNotFoundError
 from oscrepro.runs.compose import path_override
 from oscrepro.runs.lookup import RunRequest, find_record
 from oscrepro.runs.record import RunRecord
+from oscrepro.tables.recover import recovered_note
 from oscrepro.tables.sources import OwnRuns, RunNeeds, SourceCell, SourceRuns, reads_runs
 from oscrepro.tables.spec import SpecError, cell_key, load_spec
 from oscrepro.tables.values import MISSING, Num, SeedStat
@@ -204,6 +205,10 @@ def coupledqk_table7(out_dir: Path, budget: str, results_dir: Path, runs: Source
              + ("" if not raised else " (raised by the claims planner to decide a claim, `conf/decide/"
                 f"{budget}.yaml`: " + ", ".join(f"{k} {v}" for k, v in raised.items()) + ")")
              + f"; value = `{metric}` × 100 at the end of fine-tuning (last epoch), mean ± std over seeds."]
+    # an LM whose weights were retrained (no checkpoint in git): fine-tuning runs trained since start from those
+    notes += [f"{note} (fine-tuning runs trained after that date start from the retrained weights; earlier ones "
+              "from the original)" for p in plan.lm_runs.values()
+              if p is not None and (note := recovered_note(p)) is not None]
     notes += [f"**Data, {t}:** {src}" for t, src in plan.data.items()]
     notes += [f"**{t} not run:** {why}" for t, why in plan.skipped.items()]
     named = {r: ref["name"] for r, ref in paper.items() if ref.get("name", r) != r}

@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 from oscrepro.data import glue as glue_data
 from oscrepro.papers.coupledqk import glue
 from oscrepro.runs.lookup import find_record
+from oscrepro.runs.record import RunRecord
 from oscrepro.tables.launch import resolve_launcher
 from oscrepro.tables.runs import MissingRunsError, cell_requests, source_runs
 from oscrepro.tables.sources import SourceRuns, call_adapter, gather_runs
@@ -124,6 +125,10 @@ def test_table7_reports_a_task_without_data_and_renders_the_rest(tmp_path: Path,
     monkeypatch.setattr(glue_data, "find_dataset",  # hermetic: MNLI absent even where a copy exists
                         lambda name, *a, **k: None if name == "glue_mnli" else found(name, *a, **k))
     rows = ["Standard", "Hamiltonian (coupled)"]
+    _lm_runs(tmp_path / "results", rows, True)  # the LMs first: Standard's is then marked as retrained elsewhere
+    RunRecord(_lm_run("Standard", tmp_path / "results")).update_status({"checkpoint_recovered": {
+        "metrics_match": False, "max_rel_diff": 0.0029, "differ": ["test/ppl 692.142 -> 692.333"],
+        "date": "2026-11-27 16:50 UTC"}})
     columns, out, notes = call_adapter(glue.coupledqk_table7, "coupledqk/table7", "smoke", tmp_path / "results",
                                        tmp_path / "out", **_adapter_kwargs(rows=rows, n_seeds=1))
     assert columns[:2] == ["Attention", "LM run"] and "MNLI (ours)" in columns and "QNLI Δ" in columns
@@ -139,5 +144,8 @@ def test_table7_reports_a_task_without_data_and_renders_the_rest(tmp_path: Path,
     assert "**MNLI not run:** Dataset 'glue_mnli' not found." in text
     assert "**Data, QNLI:** (dev hold-out: NOT comparable to the paper's dev accuracy)" in text
     assert "Hamiltonian (coupled) = the paper's “Coupled QK”" in text
+    # an LM retrained to recover its weights, with metrics off the record: the fine-tuning notes say so
+    assert "**Retrained weights differ:**" in text and "0.29 %" in text
+    assert "fine-tuning runs trained after that date start from the retrained weights" in text
     ft = list((tmp_path / "results" / "runs" / "coupledqk" / "glue").glob("*/status.json"))
     assert len(ft) == 4  # 2 rows x (SST-2 + QNLI) x 1 seed; MNLI never started
