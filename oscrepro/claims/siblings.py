@@ -22,6 +22,7 @@ reads Table 1's LMs). None when it cannot be said (the claim is then judged at i
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 from oscrepro.claims import sequential as S
@@ -58,7 +59,9 @@ def base_count(spec: TableSpec, budget: str, rows: list[str], results: Path, con
         return None
     try:
         source = source_rows(spec, budget, results, rows)
-    except Exception:  # noqa: BLE001  an analysis whose plan cannot be read here is judged at its fixed level
+    except Exception as err:  # noqa: BLE001  said; its claims keep the fixed level (one unreadable plan stops none)
+        print(f"[claims] {spec.key}: the source rows behind {rows} cannot be read here ({err}); its claims are "
+              "judged at their fixed level", file=sys.stderr, flush=True)
         return None
     if source is None:
         return None
