@@ -121,10 +121,24 @@ def run_case(name: str, results_dir: Path) -> tuple[dict[str, Any], Path]:
     return fingerprint(run_dir), run_dir
 
 
+def _cpu_vendor() -> str:
+    """The CPU's vendor (``vendor_id`` of /proc/cpuinfo): AMD EPYC and Intel Xeon both report AVX512 capability to
+    torch, yet their kernels round differently (the lean-loop fingerprint of an EPYC differs on a Xeon)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def machine() -> dict[str, str]:
-    """What a bit-exact CPU result depends on besides the code: torch's version and the CPU kernels it picks."""
+    """What a bit-exact CPU result depends on besides the code: torch's version, the CPU kernels it picks and the
+    CPU's vendor."""
     return {
         "torch": torch.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "machine": platform.machine(),
+        "cpu_vendor": _cpu_vendor(),
     }
