@@ -58,7 +58,9 @@ def _job_log(entry: dict[str, Any], job: str) -> str:
 
 
 def test_a_job_preempted_twice_resumes_each_time_to_the_uninterrupted_metrics(tmp_path):
-    req, job, entry = _detach(tmp_path / "results", ["trainer.max_epochs=40", "trainer.limit_train_batches=16"], [])
+    # ~15 s of training (0.15 s an epoch here): the run is still training after its first resume, when the urgent
+    # job preempts it (40 epochs, ~6 s, left a race with that second requeue)
+    req, job, entry = _detach(tmp_path / "results", ["trainer.max_epochs=100", "trainer.limit_train_batches=16"], [])
     last = req.run_dir / "checkpoints" / "last.ckpt"
     first_ckpt = wait_for("the run's first epoch-end checkpoint", lambda: _mtime(last), every_s=0.2)
     subprocess.run(["scancel", "--signal=USR2", job], check=True)  # what submitit's preemption handling expects

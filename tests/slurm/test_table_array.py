@@ -48,7 +48,9 @@ def test_fqo_table2_builds_as_one_array_with_the_launcher_options_in_its_script(
 
 def test_a_cancelled_job_is_a_failed_cell_naming_it_and_the_build_exits_non_zero(tmp_path):
     results = tmp_path / "results"
-    longer = ["trainer.max_epochs=20", "trainer.limit_train_batches=16"]  # seconds of training: time to cancel
+    # ~30 s of training per run (0.15 s an epoch here): the victim is cancelled seconds after it starts, and must
+    # not finish within SLURM's KillWait (5 s, scripts/slurm_up.sh) of the SIGTERM; 20 epochs (~5 s) sometimes did
+    longer = ["trainer.max_epochs=200", "trainer.limit_train_batches=16"]
     build = table_popen(
         "fqo/table2",
         "--budget",
