@@ -17,11 +17,11 @@ from oscrepro.claims import sequential as S
 from oscrepro.claims.ledger import load_ledger
 from oscrepro.claims.power import PILOT_POWER, ordering_power, predictive_power, trend_power
 from oscrepro.claims.prices import (
-    _analysis_seed_cost,
-    _own_cells,
-    _recover_s,
-    _run_costs,
-    _trial_cost,
+    analysis_seed_cost,
+    own_cells,
+    recover_s,
+    run_costs,
+    trial_cost,
 )
 from oscrepro.claims.reach import DEFAULT_CAP, TRIAL_CAP_FACTOR, source_rows
 from oscrepro.claims.scoreboard import (
@@ -31,6 +31,7 @@ from oscrepro.claims.scoreboard import (
     _float,
     _stats,
     check_table,
+    claim_refs,
     read_cells,
     table_csv,
 )
@@ -104,11 +105,6 @@ class Candidate:
         return self.cost_s / power if power > 0 else math.inf
 
 
-def _cell_refs(checked: Checked) -> list[dict[str, str]]:
-    c = checked.claim.check
-    return list(c.get("cells") or [c[k] for k in ("a", "b") if k in c])
-
-
 def _effect_spread(checked: Checked, cells: dict) -> tuple[float, float, int, float, float | None]:
     """(effect, one-seed spread, n per cell, boundary lo, band hi or None) of a claim from its table's cells, read
     as the scoreboard reads them (:func:`oscrepro.claims.scoreboard._stats`)."""
@@ -127,7 +123,7 @@ def _effect_spread(checked: Checked, cells: dict) -> tuple[float, float, int, fl
 
 def _claim_n(checked: Checked, cells: dict) -> int:
     """Seeds per cell the claim reads: the smallest n over its cells (a look's n)."""
-    return min(_stats(cells, r, checked.claim).n for r in _cell_refs(checked))
+    return min(_stats(cells, r, checked.claim).n for r in claim_refs(checked.claim))
 
 
 def _power(checked: Checked, cells: dict, n_final: int, level: float) -> float:
@@ -143,7 +139,7 @@ def _power(checked: Checked, cells: dict, n_final: int, level: float) -> float:
 
 def _no_spread(checked: Checked, cells: dict) -> str:
     """Why the claim's cells give no spread to plan from, or "" when they do."""
-    refs = [_stats(cells, r, checked.claim) for r in _cell_refs(checked)]
+    refs = [_stats(cells, r, checked.claim) for r in claim_refs(checked.claim)]
     if any(s.n >= 2 and not math.isfinite(s.std) for s in refs):
         return "a cell without a seed spread (a delta column: judge its two source columns)"
     return ""
@@ -155,8 +151,8 @@ def _units(spec: TableSpec, checked: Checked) -> list[str]:
     medium runs, not the hard ones that cost 5-17 x more)."""
     run_cols = [c.name for c in spec.columns if c.delta is None]
     units: list[str] = []
-    for row in dict.fromkeys(str(r["row"]) for r in _cell_refs(checked)):
-        cols = list(dict.fromkeys(str(r["column"]) for r in _cell_refs(checked) if str(r["row"]) == row))
+    for row in dict.fromkeys(str(r["row"]) for r in claim_refs(checked.claim)):
+        cols = list(dict.fromkeys(str(r["column"]) for r in claim_refs(checked.claim) if str(r["row"]) == row))
         if set(cols) < set(run_cols):
             units += [cell_key(row, c) for c in cols]
         else:  # every run column, or a column that is not a run (a delta): the whole row
@@ -190,8 +186,8 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP, min_power: fl
         for checked in judged:
             if checked.verdict.status != "inconclusive":
                 continue
-            c = checked.claim.check
-            cand = Candidate(checked, list(dict.fromkeys(str(r["row"]) for r in _cell_refs(checked))), 0, math.nan)
+            c, refs = checked.claim.check, claim_refs(checked.claim)
+            cand = Candidate(checked, list(dict.fromkeys(str(r["row"]) for r in refs)), 0, math.nan)
             out.append(cand)
             if c["kind"] not in KINDS or (c["kind"] == "within" and c.get("exact")):
                 cand.reason = f"{c['kind']}{' (exact)' if c.get('exact') else ''} checks are not decided by seeds"
@@ -205,7 +201,7 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP, min_power: fl
                 cand.source = source_rows(spec, budget, results, cand.rows)
             if spec.kind != "runs" and not own and cand.source is None:
                 cells = read_cells(table_csv(results, key, budget))
-                ns = [_float(cells.get((str(r["row"]), str(r["column"])), {}).get("n")) for r in _cell_refs(checked)]
+                ns = [_float(cells.get((str(r["row"]), str(r["column"])), {}).get("n")) for r in refs]
                 repeated = int(max((n for n in ns if math.isfinite(n)), default=0))
                 source = spec.analysis.get("source_table") or spec.analysis.get("source")
                 cand.reason = ("analysis table: its cells are computed from other tables' runs, not seeds of its own"
@@ -222,7 +218,7 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP, min_power: fl
                 cand.analysis, cand.rows = True, [ANALYSIS_SEEDS]
                 if spec.analysis.get(CELL_SEEDS_ARG):  # ... raised for the claim's cells only
                     cand.rows = [ANALYSIS_SEEDS + CELL_SEP + cell_key(str(r["row"]), str(r["column"]))
-                                 for r in _cell_refs(checked)]
+                                 for r in refs]
             elif own:  # its timed trials (analysis.trials_arg): looks over trials, capped from the spec's count
                 cand.analysis, cand.trials, cand.rows = True, True, [ANALYSIS_TRIALS]
                 claim_cap = TRIAL_CAP_FACTOR * spec.analysis_trials(budget, decided=False)
@@ -239,18 +235,18 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP, min_power: fl
                 cand.reason = f"at the {'trial' if cand.trials else 'seed'} cap ({n} ≥ {claim_cap})"
                 continue
             if cand.trials:
-                cand.run_s = _trial_cost(spec, budget)
+                cand.run_s = trial_cost(spec, budget)
             elif cand.analysis:
-                cand.run_s = _analysis_seed_cost(spec, budget, results)
+                cand.run_s = analysis_seed_cost(spec, budget, results)
                 if cand.rows != [ANALYSIS_SEEDS]:  # per cell: the mean cell's share of a seed
-                    cand.run_s *= len(cand.rows) / max(_own_cells(cells), 1)
+                    cand.run_s *= len(cand.rows) / max(own_cells(cells), 1)
             else:
                 table, rows = cand.target
-                cand.run_s, cand.have_s, cand.pending = _run_costs(table, budget, rows, results,
+                cand.run_s, cand.have_s, cand.pending = run_costs(table, budget, rows, results,
                                                                    range(n, cand.looks[-1]))
             if spec.kind != "runs":  # weights the look loads, kept without them: their retraining is part of the price
-                cand.recover_s = _recover_s(spec, budget, results, (cand.source[1] if cand.source else
-                                                                    [str(r["row"]) for r in _cell_refs(checked)]))
+                cand.recover_s = recover_s(spec, budget, results, (cand.source[1] if cand.source else
+                                                                    [str(r["row"]) for r in refs]))
             if not math.isfinite(cand.run_s):
                 cand.reason = (f"no measured trial cost (analysis.{TRIAL_CORE_S}.{budget}) to price it"
                                if cand.trials else "no finished record with a run time to cost it")

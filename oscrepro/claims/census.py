@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from oscrepro.runs.record import atomic_write_text
+from oscrepro.tables.markdown import row_cells
 
 FINDINGS = "Project findings"  # section prefix of claims that are the project's, not a paper's
 VERDICTS = ("inconclusive", "contradicted", "holds", "not answerable")  # searched in this order in a verdict cell
@@ -41,8 +42,8 @@ class Row:
 
 
 def _cells(line: str) -> list[str]:
-    """A markdown table row's cells; an escaped ``\\|`` (as in ``|a − b|``) stays inside its cell."""
-    return [c.strip().replace("\0", "|") for c in line.replace("\\|", "\0").strip().strip("|").split("|")]
+    """A scoreboard row's cells as plain text: an escaped ``\\|`` (as in ``|a − b|``) is a bar inside its cell."""
+    return [c.replace("\\|", "|") for c in row_cells(line)]
 
 
 def empirical_rows(text: str) -> dict[tuple[str, str], Row]:
@@ -120,6 +121,11 @@ def ledger_costs(results: Path) -> dict[str, tuple[str, int, int, float]]:
     return out
 
 
+def _escaped(text: str) -> str:
+    """``text`` for a markdown cell: its bars escaped."""
+    return text.replace("|", "\\|")
+
+
 def render(c: Census, costs: dict[str, tuple[str, int, int, float]] | None = None) -> str:
     """The census as markdown; ``costs`` (:func:`ledger_costs`) adds how each decided claim was decided."""
     costs = costs or {}
@@ -130,20 +136,19 @@ def render(c: Census, costs: dict[str, tuple[str, int, int, float]] | None = Non
         base, decided, still = c.counts(finding)
         if not base:
             continue
-        cut = f"{decided / base:.0%}" if base else "n/a"
+        lost = base - decided - still
         lines += [f"**{name}:** {base} inconclusive then → {still} still inconclusive, {decided} decided "
-                  f"({cut} fewer){f', {base - decided - still} not found today' if base - decided - still else ''}.",
-                  ""]
+                  f"({decided / base:.0%} fewer){f', {lost} not found today' if lost else ''}.", ""]
     lines += ["## Decided since then", "",
               "*How*: a look of the decide planner (`results/decide/<budget>.json`: the look, its n per cell and the "
               "core-hours of the runs its looks trained, by their records; 0 when another table had trained them), or "
               "the table rebuilt on seeds raised for another claim or built anew (judged by the scoreboard).", "",
               "| section | claim | verdict now | how | numbers now |", "|---|---|---|---|---|"]
-    bar = lambda t: t.replace("|", chr(92) + "|")  # noqa: E731
     for then, now in c.decided:
         how = ("table rebuilt on more seeds" if then.text not in costs else
                "planner look {1} (n = {2}), {3:.2f} core-h: `{0}`".format(*costs[then.text]))
-        lines.append(f"| {then.section} | {bar(then.text)} | {now.verdict} | {how} | {bar(now.numbers)} |")
+        lines.append(f"| {then.section} | {_escaped(then.text)} | {now.verdict} | {how} | "
+                     f"{_escaped(now.numbers)} |")
     lines += ["", "## Still inconclusive", ""] + [f"- {r.section}: {r.text}" for r in c.still]
     if c.lost:
         lines += ["", "## Not found today (text changed or claim removed)", ""]

@@ -71,7 +71,7 @@ from oscrepro.claims.candidates import (
     render_plan,
 )
 from oscrepro.claims.ledger import ledger_path, load_ledger
-from oscrepro.claims.prices import _core_s, _experiment_records, _in_units
+from oscrepro.claims.prices import experiment_records, in_units, records_core_s
 from oscrepro.claims.scoreboard import read_cells, refresh_table_claims, table_csv
 from oscrepro.runs.compose import CONF_DIR
 from oscrepro.runs.record import atomic_write_text
@@ -95,7 +95,7 @@ def _row_runs(key: str, budget: str, rows: list[str], results: Path) -> set[Path
     from oscrepro.tables.build import planned_cells
 
     spec, cells, _ = planned_cells(load_spec(key), budget, results, [])
-    return {r.run_dir for (ri, col), reqs in cells.items() if _in_units(spec.rows[ri].label, col, rows) for r in reqs}
+    return {r.run_dir for (ri, col), reqs in cells.items() if in_units(spec.rows[ri].label, col, rows) for r in reqs}
 
 
 def take_look(cand: Candidate, results: Path, budget: str, core_s: float | None = None) -> dict:
@@ -180,7 +180,7 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         runs = {r.run_dir: r for key in tables
                 for r in unique_runs(planned_cells(load_spec(key), budget, results, [])[1])}
         missing = [r for r in runs.values() if not r.record.finished()]
-        before = {key: set(_experiment_records(load_spec(key), results)) for key in own}
+        before = {key: set(experiment_records(load_spec(key), results)) for key in own}
         print(f"[decide] look for {len(chosen)} claims over {len(tables) + len(own)} tables: {len(missing)} runs to "
               f"train{f' and the own seeds of {own}' if own else ''} (≈ {cost / 60:.0f} core-min)", flush=True)
         t0 = time.time()
@@ -196,16 +196,17 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         for key in own:  # a full build: the adapter trains its missing seeds (or measures its trials) afresh
             t_build = time.time()
             build_table(key, budget, results_dir=results, workers=workers)
-            new_own[key] = sorted(set(_experiment_records(load_spec(key), results)) - before[key])
+            new_own[key] = sorted(set(experiment_records(load_spec(key), results)) - before[key])
             if key in trial_tables:
                 timed[key] = time.time() - t_build
-        spent += _core_s(sorted(trained)) + sum(_core_s(d) for d in new_own.values()) + sum(timed.values())
+        spent += (records_core_s(sorted(trained)) + sum(records_core_s(d) for d in new_own.values())
+                  + sum(timed.values()))
         for c in chosen:
             mine = (new_own[c.checked.claim.table] if c.analysis
                     else sorted(trained & _row_runs(c.target[0], budget, c.target[1], results)))
             try:
                 look = take_look(c, results, budget,
-                                 timed[c.checked.claim.table] if c.trials else _core_s(mine))
+                                 timed[c.checked.claim.table] if c.trials else records_core_s(mine))
             except RuntimeError as err:  # said and left for a person: one claim's failed run stops no other look
                 print(f"[decide] {c.key}: look not taken: {err}", flush=True)
                 failed.add(c.key)

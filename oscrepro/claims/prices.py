@@ -1,7 +1,7 @@
 """What one more seed (or trial) of a claim's cells costs, from the run records: the prices of
 :mod:`oscrepro.claims.candidates`. A record's cost is its ``cpu_time_s`` (the process's CPU time while it trained),
 or, in a record written before that field existed, ``wall_time_s`` x ``torch_threads``; weights a look loads from
-records kept without them are priced at those records' cost (:func:`_recover_s`)."""
+records kept without them are priced at those records' cost (:func:`recover_s`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from oscrepro.claims.scoreboard import _float
 from oscrepro.tables.spec import TRIAL_CORE_S, TableSpec, cell_key, load_spec
 
 
-def _run_costs(key: str, budget: str, rows: list[str], results: Path, extra_seeds: range = range(0)
+def run_costs(key: str, budget: str, rows: list[str], results: Path, extra_seeds: range = range(0)
                ) -> tuple[float, dict[int, float], dict[int, dict[str, float]]]:
     """Core-seconds of one more seed of every run-backed cell of ``rows`` (mean recorded run time × threads; nan
     when no finished record of those cells carries a run time), and, for each seed of ``extra_seeds``, the part of
@@ -26,13 +26,13 @@ def _run_costs(key: str, budget: str, rows: list[str], results: Path, extra_seed
     spec, cells, _ = planned_cells(load_spec(key), budget, results, [])  # exactly the runs a build reads
     per_run: dict[Path, tuple[float, list[str]]] = {}  # one entry per distinct run config (a run's metric columns)
     for (ri, _col), reqs in cells.items():
-        if not _in_units(spec.rows[ri].label, _col, rows) or not reqs or reqs[0].run_dir in per_run:
+        if not in_units(spec.rows[ri].label, _col, rows) or not reqs or reqs[0].run_dir in per_run:
             continue
         times = []
         for r in reqs:
             st = r.record.status()
             if st.get("status") == "ok" and st.get("wall_time_s"):
-                times.append(_record_core_s(st))
+                times.append(status_core_s(st))
         if not times:
             return math.nan, {}, {}
         per_run[reqs[0].run_dir] = (sum(times) / len(times),
@@ -51,67 +51,63 @@ def _run_costs(key: str, budget: str, rows: list[str], results: Path, extra_seed
     return sum(t for t, _ in per_run.values()), have, pending
 
 
-def _in_units(label: str, column: str, units: list[str]) -> bool:
+def in_units(label: str, column: str, units: list[str]) -> bool:
     """Whether cell (row ``label``, ``column``) is among ``units``: its whole row, or the cell itself."""
     return label in units or cell_key(label, column) in units
 
 
-def _own_cells(cells: dict) -> int:
+def own_cells(cells: dict) -> int:
     """Cells of an analysis table with a seed spread (n ≥ 2; a one-value cell, such as a paper column, has n = 1):
     what one of its seeds is shared by. A cell's price is then the mean cell's, which errs high for a cheap task
     (Table 7: a QNLI run ~160 s against SST-2's ~375 s)."""
     return sum(1 for cell in cells.values() if _float(cell.get("n")) >= 2)
 
 
-def _recover_s(spec: TableSpec, budget: str, results: Path, rows: list[str]) -> float:
+def recover_s(spec: TableSpec, budget: str, results: Path, rows: list[str]) -> float:
     """Core-seconds of retraining the source records whose weights a look at analysis ``spec`` loads and that are
     kept without them (records are in git, checkpoints are not: :mod:`oscrepro.tables.recover`): the cells its
     planning function reads with ``checkpoints`` (coupledqk Table 12: Table 1's LMs), or every cell when a later
     stage trains runs on them (Table 7 fine-tunes Table 1's LMs), of the claim's ``rows`` (matched by label or source
     row; all cells when none match), priced by their records. A record trained on another CPU kind may retrain much
     slower here (bf16 without native support): this errs low then."""
-    from hydra.utils import get_method
-
     from oscrepro.runs.lookup import find_record
-    from oscrepro.tables.build import ENGINE_KWARGS, analysis_kwargs
+    from oscrepro.tables.build import analysis_needs
     from oscrepro.tables.recover import weightless
-    from oscrepro.tables.sources import PLAN_ATTR, RunNeeds, planned_requests
+    from oscrepro.tables.sources import RunNeeds, planned_requests
 
-    plan = getattr(get_method(spec.analysis["_target_"]), PLAN_ATTR, None)
-    if plan is None:
+    needs = analysis_needs(spec, budget, results)
+    if needs is None:
         return 0.0
-    kwargs = {k: v for k, v in analysis_kwargs(spec, budget).items() if k not in ENGINE_KWARGS}
-    needs = plan(budget=budget, results_dir=results, **kwargs)
     loads = {k: c for k, c in needs.cells.items() if c.checkpoints or needs.then is not None}
     mine = {k: c for k, c in loads.items() if k in rows or c.row in rows} or loads
     reqs = planned_requests(RunNeeds(needs.table, mine), budget, results)
     found = [d for rs in reqs.values() for r in rs if (d := find_record(r)) is not None]
-    return _core_s(weightless(found), ok_only=True)
+    return records_core_s(weightless(found), ok_only=True)
 
 
-def _experiment_records(spec: TableSpec, results: Path) -> list[Path]:
+def experiment_records(spec: TableSpec, results: Path) -> list[Path]:
     """The run records under ``results/runs/<analysis.experiment>/`` (an analysis table's own seed runs)."""
     exp = spec.analysis.get("experiment")
     root = Path(results) / "runs" / str(exp) if exp else None
     return sorted(d for d in root.iterdir() if (d / "status.json").exists()) if root and root.is_dir() else []
 
 
-def _analysis_seed_cost(spec: TableSpec, budget: str, results: Path) -> float:
+def analysis_seed_cost(spec: TableSpec, budget: str, results: Path) -> float:
     """Core-seconds of one more seed of an analysis table's own runs: what its finished records under
     ``results/runs/<analysis.experiment>/`` took, over its current seed count (records of that experiment that
     another table trained count too, so this errs high); nan when there are none."""
-    total = _core_s(_experiment_records(spec, results), ok_only=True)
+    total = records_core_s(experiment_records(spec, results), ok_only=True)
     return total / spec.analysis_seeds(budget) if total > 0 else math.nan
 
 
-def _trial_cost(spec: TableSpec, budget: str) -> float:
+def trial_cost(spec: TableSpec, budget: str) -> float:
     """Core-seconds of one more timed trial of an analysis table (``analysis.trial_core_s.<budget>``, measured and
     cited in its spec: a timing build leaves no run record to price it from); nan when the spec gives none."""
     value = (spec.analysis.get(TRIAL_CORE_S) or {}).get(budget)
     return float(value) if isinstance(value, int | float) and value > 0 else math.nan
 
 
-def _record_core_s(status: dict) -> float:
+def status_core_s(status: dict) -> float:
     """Core-seconds one record took: its ``cpu_time_s`` (the process's CPU time while it trained), or, in a record
     written before that field existed, ``wall_time_s`` × ``torch_threads`` of its ``status.json`` (which overstates the
     cost of a run trained beside other work: its threads waited for cores)."""
@@ -120,12 +116,12 @@ def _record_core_s(status: dict) -> float:
     return float(status.get("wall_time_s") or 0) * float(status.get("torch_threads") or 1)
 
 
-def _core_s(record_dirs: list[Path], ok_only: bool = False) -> float:
+def records_core_s(record_dirs: list[Path], ok_only: bool = False) -> float:
     """Core-seconds the records in ``record_dirs`` took (``ok_only``: finished ones only), each status read once."""
     total = 0.0
     for d in record_dirs:
         path = Path(d) / "status.json"
         st = json.loads(path.read_text()) if path.exists() else {}
         if not ok_only or st.get("status") == "ok":
-            total += _record_core_s(st)
+            total += status_core_s(st)
     return total

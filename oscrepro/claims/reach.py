@@ -18,16 +18,11 @@ def source_rows(spec: TableSpec, budget: str, results: Path, rows: list[str]) ->
     table's cells (its planning function's :class:`~oscrepro.tables.sources.RunNeeds`: cells only, all seeds, no
     variant overrides): raising those rows' seeds raises the analysis cells' n. Analysis rows named like their
     source cells map to them; otherwise every source row is extended. None when the analysis reads no such cells."""
-    from hydra.utils import get_method
+    from oscrepro.tables.build import analysis_needs
 
-    from oscrepro.tables.build import ENGINE_KWARGS, analysis_kwargs
-    from oscrepro.tables.sources import PLAN_ATTR
-
-    plan = getattr(get_method(spec.analysis["_target_"]), PLAN_ATTR, None)
-    if plan is None:
+    needs = analysis_needs(spec, budget, results)
+    if needs is None:
         return None
-    kwargs = {k: v for k, v in analysis_kwargs(spec, budget).items() if k not in ENGINE_KWARGS}
-    needs = plan(budget=budget, results_dir=results, **kwargs)
     cells = needs.cells
     if needs.own is not None or needs.then is not None or not cells or len({c.table for c in cells.values()}) != 1 \
             or any(c.seeds is not None or c.overrides for c in cells.values()):

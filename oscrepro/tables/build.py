@@ -33,7 +33,7 @@ from oscrepro.tables.launch import (
 from oscrepro.tables.match import with_matched_rows
 from oscrepro.tables.plan import plan, unique_runs
 from oscrepro.tables.render import render_analysis_table, render_runs_table
-from oscrepro.tables.sources import PLAN_ATTR, call_adapter
+from oscrepro.tables.sources import PLAN_ATTR, RunNeeds, call_adapter
 from oscrepro.tables.spec import (
     BUDGETS,
     CELL_SEEDS_ARG,
@@ -156,6 +156,18 @@ def analysis_kwargs(spec: TableSpec, budget: str) -> dict[str, Any]:
     if spec.analysis.get(TRIALS_ARG):
         kwargs[str(spec.analysis[TRIALS_ARG])] = spec.analysis_trials(budget)
     return kwargs
+
+
+def analysis_needs(spec: TableSpec, budget: str, results: Path) -> RunNeeds | None:
+    """The runs an analysis adapter that declares them (:func:`oscrepro.tables.sources.reads_runs`) reads at
+    ``budget``: its planning function called as a build calls it (:func:`analysis_kwargs`, the engine's own keys
+    aside); None when the adapter declares none. What the claims planner reads to find the source rows and the
+    weights behind an analysis claim."""
+    planner = getattr(get_method(spec.analysis["_target_"]), PLAN_ATTR, None)
+    if planner is None:
+        return None
+    kwargs = {k: v for k, v in analysis_kwargs(spec, budget).items() if k not in ENGINE_KWARGS}
+    return planner(budget=budget, results_dir=results, **kwargs)
 
 
 def run_analysis(spec: TableSpec, budget: str, pool: LaunchConfig, extra: list[str], results: Path, out_dir: Path,

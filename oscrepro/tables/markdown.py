@@ -36,8 +36,10 @@ def table_lines(header: list[str], rows: list[list[str]], keep: int = 1, max_col
     return out
 
 
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+def row_cells(line: str) -> list[str]:
+    """A markdown table row's cells, each stripped; an escaped ``\\|`` (as in ``|a − b|``) is text inside its cell,
+    kept as written (the scoreboard escapes the bars of its numbers)."""
+    return [c.strip().replace("\0", "\\|") for c in line.replace("\\|", "\0").strip().strip("|").split("|")]
 
 
 def relayout(text: str, keep: int = 1, max_columns: int = MAX_COLUMNS) -> str:
@@ -52,13 +54,13 @@ def relayout(text: str, keep: int = 1, max_columns: int = MAX_COLUMNS) -> str:
             out.append(lines[i])
             i += 1
             continue
-        header = _cells(lines[i])
+        header = row_cells(lines[i])
         j = i + 2
         rows = []
         while j < len(lines) and lines[j].startswith("|"):
-            rows.append(_cells(lines[j]))
+            rows.append(row_cells(lines[j]))
             j += 1
-        if any(len(r) != len(header) for r in rows):  # a cell holding a '|': leave the table as it is
+        if any(len(r) != len(header) for r in rows):  # a ragged row: leave the table as it is
             out += lines[i:j]
         else:
             out += table_lines(header, rows, keep, max_columns)

@@ -89,18 +89,18 @@ def test_core_seconds_of_trained_records(tmp_path: Path):
     """A look's cost: wall time × threads of each finished record; a record without a status counts nothing."""
     import json
 
-    from oscrepro.claims.prices import _core_s
+    from oscrepro.claims.prices import records_core_s
 
     for name, wall, threads in (("a", 100.0, 1), ("b", 50.0, 2)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "status.json").write_text(json.dumps({"wall_time_s": wall, "torch_threads": threads}))
     (tmp_path / "c").mkdir()
-    assert _core_s([tmp_path / "a", tmp_path / "b", tmp_path / "c"]) == pytest.approx(200.0)
+    assert records_core_s([tmp_path / "a", tmp_path / "b", tmp_path / "c"]) == pytest.approx(200.0)
     # a record with its CPU time is priced by it, not by wall x threads (a run that waited for cores)
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "status.json").write_text(json.dumps({"wall_time_s": 400.0, "torch_threads": 2,
                                                             "cpu_time_s": 150.0}))
-    assert _core_s([tmp_path / "a", tmp_path / "d"]) == pytest.approx(250.0)
+    assert records_core_s([tmp_path / "a", tmp_path / "d"]) == pytest.approx(250.0)
 
 
 def test_ledger_look_with_cost_still_judged():
@@ -148,11 +148,11 @@ def test_existing_seeds_cost_nothing():
     """Seeds whose records exist (compute-matched's 1 x steps rows are Table 1's runs, whose seeds 3-4 the planner
     trained for another claim) are priced at zero; a seed without records costs the full per-seed time."""
     from oscrepro.claims.candidates import Candidate
-    from oscrepro.claims.prices import _run_costs
+    from oscrepro.claims.prices import run_costs
 
     rows = ["Hamiltonian (coupled, 1 x steps)", "Standard (1 x steps)"]
     # seed 11 is past every committed seed of these rows (the planner's cap is 10 seeds: 0-9)
-    run_s, have, _ = _run_costs("coupledqk/compute_matched", "cpu", rows, Path("results"), range(3, 12))
+    run_s, have, _ = run_costs("coupledqk/compute_matched", "cpu", rows, Path("results"), range(3, 12))
     assert math.isfinite(run_s) and run_s > 100
     assert have.get(3) == pytest.approx(run_s) and have.get(4) == pytest.approx(run_s)
     assert 11 not in have
@@ -216,7 +216,7 @@ def test_only_extends_the_named_claims(monkeypatch, tmp_path: Path):
     monkeypatch.setattr(decide, "load_ledger", lambda *a, **k: {"a-claim@cpu": {}, "b-claim@cpu": {}})
     monkeypatch.setattr(build, "build_table", lambda *a, **k: None)
     monkeypatch.setattr(launch_mod, "launch", lambda *a, **k: None)
-    monkeypatch.setattr(decide, "_experiment_records", lambda *a, **k: [])
+    monkeypatch.setattr(decide, "experiment_records", lambda *a, **k: [])
     decide.run("cpu", 1.0, tmp_path, only={"b-claim"})
     assert looked == ["b-claim@cpu"] and len(written) == 1
     looked.clear()
@@ -275,7 +275,7 @@ def test_a_claim_on_one_column_raises_that_column_only(tmp_path: Path):
     (``row | medium`` in conf/decide), plans the extra seeds in that column only, and is priced at the medium runs,
     not at the rows' hard runs that cost 3-17 x more."""
     from oscrepro.claims.candidates import _units
-    from oscrepro.claims.prices import _run_costs
+    from oscrepro.claims.prices import run_costs
     from oscrepro.claims.scoreboard import check_table
     from oscrepro.tables.plan import plan
     from oscrepro.tables.spec import cell_key
@@ -284,8 +284,8 @@ def test_a_claim_on_one_column_raises_that_column_only(tmp_path: Path):
     checked = next(c for c in check_table(key, "cpu", Path("results")) if c.claim.id == "cqk-t6-medium-above-standard")
     units = _units(load_spec(key), checked)
     assert units == [cell_key("Coupled QK (Hamiltonian)", "medium"), cell_key("Standard", "medium")]
-    cell_s, _, _ = _run_costs(key, "cpu", units, Path("results"))
-    row_s, _, _ = _run_costs(key, "cpu", ["Coupled QK (Hamiltonian)", "Standard"], Path("results"))
+    cell_s, _, _ = run_costs(key, "cpu", units, Path("results"))
+    row_s, _, _ = run_costs(key, "cpu", ["Coupled QK (Hamiltonian)", "Standard"], Path("results"))
     assert 0 < cell_s < row_s / 3  # the medium runs only (≈ 920 s of ≈ 9,800 s per seed of both rows)
 
     conf = tmp_path / "conf"
@@ -306,7 +306,7 @@ def test_a_look_that_loads_weightless_records_pays_for_their_retraining(tmp_path
     those two LMs where their records were kept without weights (a fresh checkout): their recorded core-seconds are
     in the price, once; with the checkpoints present, nothing."""
     from oscrepro.claims.candidates import Candidate
-    from oscrepro.claims.prices import _core_s, _recover_s
+    from oscrepro.claims.prices import records_core_s, recover_s
     from oscrepro.runs.compose import CKPT_NAME
     from oscrepro.tables.spec import load_spec
 
@@ -319,13 +319,13 @@ def test_a_look_that_loads_weightless_records_pays_for_their_retraining(tmp_path
                 if (d / f).exists():
                     shutil.copy(d / f, dst / d.name / f)
     spec = load_spec("coupledqk/table7")
-    price = _recover_s(spec, "cpu", tmp_path, ["Diff Attention", "Standard"])
-    assert 0 < price < _core_s(list(dst.iterdir()), ok_only=True)  # some of the LMs, not all
-    one = _recover_s(spec, "cpu", tmp_path, ["Standard"])
+    price = recover_s(spec, "cpu", tmp_path, ["Diff Attention", "Standard"])
+    assert 0 < price < records_core_s(list(dst.iterdir()), ok_only=True)  # some of the LMs, not all
+    one = recover_s(spec, "cpu", tmp_path, ["Standard"])
     assert 0 < one < price  # one LM, not two
     cand = Candidate(None, ["x"], 3, 100.0, recover_s=price, looks=[3, 5, 8])  # type: ignore[arg-type]
     assert cand.cost_to(5) == pytest.approx(price + 200.0) and cand.cost_to(3) == 0.0
     for d in dst.iterdir():  # with every checkpoint present the look loads them: nothing to retrain
         (d / "checkpoints").mkdir()
         (d / "checkpoints" / CKPT_NAME).write_bytes(b"0")
-    assert _recover_s(spec, "cpu", tmp_path, ["Diff Attention", "Standard"]) == 0.0
+    assert recover_s(spec, "cpu", tmp_path, ["Diff Attention", "Standard"]) == 0.0

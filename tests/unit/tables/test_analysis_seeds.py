@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from oscrepro.claims.decide import write_decided
-from oscrepro.claims.prices import _analysis_seed_cost, _trial_cost
+from oscrepro.claims.prices import analysis_seed_cost, trial_cost
 from oscrepro.runs.compose import CONF_DIR
 from oscrepro.tables.build import analysis_kwargs
 from oscrepro.tables.spec import ANALYSIS_SEEDS, ANALYSIS_TRIALS, SpecError, load_spec
@@ -51,8 +51,8 @@ def test_cost_per_seed_from_the_experiment_records(tmp_path: Path, conf: Path):
     for name, status, wall in (("a", "ok", 30.0), ("b", "ok", 60.0), ("c", "ok", 30.0), ("d", "diverged", 900.0)):
         (runs / name).mkdir(parents=True)
         (runs / name / "status.json").write_text(json.dumps({"status": status, "wall_time_s": wall}))
-    assert _analysis_seed_cost(spec, "cpu", tmp_path) == pytest.approx(120.0 / 3)  # ok records over 3 seeds
-    assert math.isnan(_analysis_seed_cost(spec, "cpu", tmp_path / "empty"))  # no records: nothing to cost it by
+    assert analysis_seed_cost(spec, "cpu", tmp_path) == pytest.approx(120.0 / 3)  # ok records over 3 seeds
+    assert math.isnan(analysis_seed_cost(spec, "cpu", tmp_path / "empty"))  # no records: nothing to cost it by
 
 
 TIMED = "osciformer/fig2_time"
@@ -84,8 +84,8 @@ def test_decided_trials_reach_the_adapter(timed_conf: Path):
 
 def test_trial_price_comes_from_the_spec(timed_conf: Path):
     spec = load_spec(TIMED, timed_conf)
-    assert _trial_cost(spec, "cpu") == pytest.approx(10.6)
-    assert math.isnan(_trial_cost(spec, "paper"))  # not measured at paper: the planner leaves it out, saying why
+    assert trial_cost(spec, "cpu") == pytest.approx(10.6)
+    assert math.isnan(trial_cost(spec, "paper"))  # not measured at paper: the planner leaves it out, saying why
 
 
 def test_per_cell_seeds_reach_the_adapter(tmp_path: Path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from oscrepro.tables.markdown import MAX_COLUMNS, relayout, table_lines
+from oscrepro.tables.markdown import MAX_COLUMNS, relayout, row_cells, table_lines
 
 RESULTS = Path(__file__).resolve().parents[3] / "results"
 
@@ -13,7 +13,7 @@ def _tables(text: str) -> list[list[list[str]]]:
     out, cur = [], None
     for line in text.splitlines():
         if line.startswith("|") and not line.startswith("|---"):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            cells = row_cells(line)
             if cur is None:
                 cur = []
                 out.append(cur)
@@ -46,3 +46,13 @@ def test_committed_ssa_table1_is_readable():
     text = (RESULTS / "ssa" / "cpu" / "table1.md").read_text()
     assert all(len(t[0]) <= MAX_COLUMNS for t in _tables(text))
     assert relayout(text, keep=1) == text  # already laid out: a second pass changes nothing
+
+
+def test_an_escaped_bar_stays_inside_its_cell():
+    """The scoreboard writes |a − b| as \\|a − b\\| inside a cell: one cell, kept as written, and a wide table
+    holding one is split like any other (each cell's text unchanged)."""
+    assert row_cells("| claim | \\|a − b\\| ≤ 1 | holds |") == ["claim", "\\|a − b\\| ≤ 1", "holds"]
+    header = ["k", *[f"c{i}" for i in range(14)]]
+    rows = [["r", "\\|x\\|", *[str(i) for i in range(13)]]]
+    parts = _tables(relayout("\n".join(table_lines(header, rows, max_columns=99))))
+    assert len(parts) == 2 and parts[0][1][1] == "\\|x\\|"
