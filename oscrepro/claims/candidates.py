@@ -15,7 +15,7 @@ from pathlib import Path
 
 from oscrepro.claims import sequential as S
 from oscrepro.claims.ledger import load_ledger
-from oscrepro.claims.power import PILOT_POWER, ordering_power, predictive_power, trend_power
+from oscrepro.claims.power import PILOT_POWER, ordering_power, predictive_power, spread_power, trend_power
 from oscrepro.claims.prices import (
     analysis_seed_cost,
     own_cells,
@@ -49,7 +49,7 @@ from oscrepro.tables.spec import (
     load_spec,
 )
 
-KINDS = ("difference", "within", "equivalent", "ordering", "trend")
+KINDS = ("difference", "within", "equivalent", "ordering", "trend", "spread_ratio")
 MIN_POWER = 0.1  # below it more seeds are not expected to decide the claim at a price worth paying: left out
 PILOT_N = 3  # a pilot's first look: the smallest seed count with a spread worth judging (2 leaves 1 df per cell)
 
@@ -133,6 +133,8 @@ def _power(checked: Checked, cells: dict, n_final: int, level: float) -> float:
         return ordering_power([_stats(cells, r, claim) for r in c["cells"]], c["direction"], n_final, level)
     if c["kind"] == "trend":
         return trend_power([float(x) for x in c["x"]], [_stats(cells, r, claim) for r in c["cells"]], n_final, level)
+    if c["kind"] == "spread_ratio":
+        return spread_power(_stats(cells, c["a"], claim), _stats(cells, c["b"], claim), n_final, level)
     effect, spread, n, lo, hi = _effect_spread(checked, cells)
     return predictive_power(effect, spread, n, n_final, level, lo, hi)
 

@@ -10,6 +10,10 @@ this module gives the "expected decision" for each check kind the scoreboard jud
   closed form with the contrast's one-seed spread √(Σ c_i² s_i²). The verdict's interval is the wider of the seed-SD
   and the lack-of-fit readings (:func:`oscrepro.claims.verdict.trend`); more seeds narrow only the first, so the
   current lack-of-fit half-width is kept as a floor (:func:`trend_power`).
+* ``spread_ratio``: the F interval of var(a)/var(b) (:func:`oscrepro.claims.verdict.spread_ratio`), read on the log
+  scale, where a sample variance on n − 1 df has variance ≈ 2/(n − 1) (:func:`spread_power`): the same predictive
+  form with the log ratio as the effect. Seeds decide it only when the ratio is far from 1: at 10 seeds per cell the
+  F interval at level 0.99 spans a factor of ~6.5 either way.
 * ``ordering``: every adjacent pair is a Welch difference at the Bonferroni level; the chain holds when every pair
   holds and is contradicted when any pair is. Adjacent pairs share a cell, so the chain's power is simulated at the
   cell level (:func:`ordering_power`: seeded Monte Carlo of the cells' predictive means), not multiplied out.
@@ -108,3 +112,25 @@ def ordering_power(cells: list[CellStats], direction: str, n_final: int, level: 
         holds &= gap > half
         reversed_ |= gap < -half
     return float(np.mean(holds | reversed_))
+
+
+def _log_var_var(n: int) -> float:
+    """Variance of log s² of n normal draws (≈ 2/(n − 1), the delta method on s² ~ σ²·χ²_{n−1}/(n − 1))."""
+    return 2.0 / (n - 1)
+
+
+def spread_power(a: CellStats, b: CellStats, n_final: int, level: float) -> float:
+    """Predictive power of a ``spread_ratio`` claim at ``n_final`` seeds per cell (module docstring): the final log
+    ratio log(s_a²/s_b²) is N(current log ratio, v_now − v_final) with v(n_a, n_b) = 2/(n_a − 1) + 2/(n_b − 1)
+    (flat prior; the seeds so far are part of it), and the claim is decided when its F interval at ``level`` on
+    (N − 1, N − 1) df excludes 1, on either side."""
+    if (min(a.n, b.n) < 3 or n_final <= max(a.n, b.n) or not all(math.isfinite(v) and v > 0 for v in (a.std, b.std))):
+        return 0.0
+    effect = math.log(a.std**2 / b.std**2)
+    sd = math.sqrt(max(_log_var_var(a.n) + _log_var_var(b.n) - 2 * _log_var_var(n_final), 0.0))
+    alpha, df = 1.0 - level, n_final - 1
+    above = math.log(float(stats.f.ppf(1 - alpha / 2, df, df)))  # the interval's lower end is above 1 beyond this
+    below = math.log(float(stats.f.ppf(alpha / 2, df, df)))  # ... its upper end below 1 beneath this
+    if sd == 0.0:
+        return float(effect > above or effect < below)
+    return float(stats.norm.sf((above - effect) / sd) + stats.norm.cdf((below - effect) / sd))

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from oscrepro.claims.candidates import MIN_POWER, Candidate, render_plan
-from oscrepro.claims.power import PILOT_POWER, ordering_power, trend_power
+from oscrepro.claims.power import PILOT_POWER, ordering_power, spread_power, trend_power
 from oscrepro.claims.verdict import CellStats
 
 
@@ -107,3 +107,32 @@ def test_pilot_is_ranked_at_pilot_power_and_shown_as_pilot():
     assert c.score == pytest.approx(600.0 / PILOT_POWER)
     md = render_plan([c], "cpu", 1.0)
     assert "| pilot |" in md and "| 3, 5, 8, 10 | 3 |" in md
+
+
+@pytest.mark.parametrize(("sa", "sb", "n", "big_n"), [
+    (0.2, 1.0, 5, 10),   # a clear spread gap: decided
+    (0.74, 1.0, 5, 10),  # coupledqk Table 1's ratio 0.547: far from decided at 10 seeds
+    (0.4, 1.0, 3, 8),
+    (1.0, 1.0, 5, 10),   # no gap: the only decision is a false one
+])
+def test_spread_power_matches_simulation(sa, sb, n, big_n):
+    """The closed form (log-ratio normal) against a simulation of the look: each σ² drawn from its flat-prior
+    posterior (log σ² ~ N(log s², 2/(n − 1))), the new seeds' sum of squares σ²·χ²_{N−n} pooled with the kept ones,
+    and the F interval at N − 1 df judged as the verdict does."""
+    rng = np.random.default_rng(1)
+    draws, level = 40_000, 0.99
+    finals = []
+    for s in (sa, sb):
+        var = np.exp(rng.normal(math.log(s * s), math.sqrt(2 / (n - 1)), draws))
+        finals.append(((n - 1) * s * s + var * rng.chisquare(big_n - n, draws)) / (big_n - 1))
+    ratio = finals[0] / finals[1]
+    alpha, df = 1 - level, big_n - 1
+    decided = (ratio / stats.f.ppf(1 - alpha / 2, df, df) > 1) | (ratio / stats.f.ppf(alpha / 2, df, df) < 1)
+    got = spread_power(CellStats(0.0, sa, n), CellStats(0.0, sb, n), big_n, level)
+    assert got == pytest.approx(float(decided.mean()), abs=0.05)
+
+
+def test_spread_power_is_nothing_without_an_interval_or_more_seeds():
+    assert spread_power(CellStats(0.0, 0.2, 2), CellStats(0.0, 1.0, 2), 10, 0.99) == 0.0  # F needs n ≥ 3
+    assert spread_power(CellStats(0.0, 0.2, 10), CellStats(0.0, 1.0, 10), 10, 0.99) == 0.0  # no more seeds
+    assert spread_power(CellStats(0.0, 0.1, 5), CellStats(0.0, 1.0, 5), 10, 0.99) > 0.9
