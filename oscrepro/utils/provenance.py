@@ -44,15 +44,19 @@ def device_name(accelerator: str | None = None) -> str:
     machine was trained by the CPU."""
     if accelerator != "cpu" and torch.cuda.is_available():
         return f"cuda: {torch.cuda.get_device_name(0)}"
-    cpu = platform.processor() or platform.machine()
+    cpu = cpuinfo_field("model name") or platform.processor() or platform.machine()
+    return f"cpu: {cpu} ({os.cpu_count()} cores)"
+
+
+def cpuinfo_field(name: str) -> str | None:
+    """The first ``name`` line of /proc/cpuinfo (``model name``, ``vendor_id``); None where there is none."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+            if line.startswith(name):
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return f"cpu: {cpu} ({os.cpu_count()} cores)"
+    return None
 
 
 def provenance(accelerator: str | None = None) -> dict[str, str]:

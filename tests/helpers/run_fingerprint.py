@@ -22,6 +22,7 @@ import torch
 from oscrepro.runs.compose import compose_run
 from oscrepro.runs.record import run_dir as run_dir_of
 from oscrepro.train import read_checkpoint, train
+from oscrepro.utils.provenance import cpuinfo_field
 
 SHORT = [
     "trainer.max_epochs=2",
@@ -124,13 +125,7 @@ def run_case(name: str, results_dir: Path) -> tuple[dict[str, Any], Path]:
 def _cpu_vendor() -> str:
     """The CPU's vendor (``vendor_id`` of /proc/cpuinfo): AMD EPYC and Intel Xeon both report AVX512 capability to
     torch, yet their kernels round differently (the lean-loop fingerprint of an EPYC differs on a Xeon)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    return cpuinfo_field("vendor_id") or platform.processor() or "unknown"
 
 
 def machine() -> dict[str, str]:
