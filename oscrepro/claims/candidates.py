@@ -165,10 +165,16 @@ def _units(spec: TableSpec, checked: Checked) -> list[str]:
 def best_look(options: list[tuple[int, float, float]], min_power: float = MIN_POWER
               ) -> tuple[int, float, float] | None:
     """The look to rank a claim by, from its later looks' (N, predictive power, core-seconds): the cheapest per
-    expected decision among those with power ≥ ``min_power``; None when none reaches it. A free look with
-    little power (seeds another table trained) must not hide a dearer look that can decide the claim."""
+    expected decision among those with power ≥ ``min_power``. A free look with little power (seeds another table
+    trained) must not hide a dearer look that can decide the claim; but when none reaches ``min_power``, the
+    earliest free look is still chosen: it trains nothing, its α is fixed by the design's schedule, and the design
+    takes its looks in order (:func:`oscrepro.claims.sequential.sequential_verdict`), so any later look passes
+    through it anyway. None otherwise."""
     worth = [o for o in options if o[1] >= min_power]
-    return min(worth, key=lambda o: (o[2] / o[1], o[0])) if worth else None
+    if worth:
+        return min(worth, key=lambda o: (o[2] / o[1], o[0]))
+    free = [o for o in options if o[2] == 0]
+    return min(free) if free else None
 
 
 def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP, min_power: float = MIN_POWER

@@ -5,7 +5,9 @@ are decided now. The plain count in ``results/CLAIMS.md`` cannot say it: buildin
 (often inconclusive at three seeds), so the count can stand still while claims are decided. This census matches the
 empirical-claim rows of the scoreboard at ``REV`` (``git show REV:results/CLAIMS.md``) with today's by paper section
 and claim text, and reports, for the claims inconclusive then: which are decided now (and how), which are still
-inconclusive, and which cannot be found (a claim whose text changed or that was removed: listed, never guessed).
+inconclusive, which are now *not answerable at their budget* (a spec's measured reason that the budget's evidence is an
+artefact: counted apart, never as decided, so that declaring a claim unanswerable cannot pass for deciding it), and
+which cannot be found (a claim whose text changed or that was removed: listed, never guessed).
 Claims new since ``REV`` are counted apart. The scoreboard's "Project findings" sections (the leaderboard's own
 claims, not a paper's) are reported apart from the papers'.
 
@@ -75,14 +77,16 @@ class Census:
     decided: list[tuple[Row, Row]] = field(default_factory=list)  # (then, now)
     still: list[Row] = field(default_factory=list)
     lost: list[Row] = field(default_factory=list)  # not found today by section and text
+    unanswerable: list[tuple[Row, Row]] = field(default_factory=list)  # (then, now): not answerable now, not decided
     new: Counter[str] = field(default_factory=Counter)  # verdicts of claims absent at the baseline
 
     def counts(self, finding: bool) -> tuple[int, int, int]:
-        """(inconclusive at the baseline, decided now, still inconclusive) for the papers' (or findings') claims."""
+        """(inconclusive at the baseline, decided now, still inconclusive) for the papers' (or findings') claims;
+        the rest of the baseline is not answerable now or not found."""
         decided = sum(then.finding == finding for then, _ in self.decided)
         still = sum(r.finding == finding for r in self.still)
-        lost = sum(r.finding == finding for r in self.lost)
-        return decided + still + lost, decided, still
+        rest = sum(r.finding == finding for r in self.lost) + sum(t.finding == finding for t, _ in self.unanswerable)
+        return decided + still + rest, decided, still
 
 
 def census(then: dict[tuple[str, str], Row], now: dict[tuple[str, str], Row], since: str) -> Census:
@@ -96,6 +100,8 @@ def census(then: dict[tuple[str, str], Row], now: dict[tuple[str, str], Row], si
             out.lost.append(row)
         elif today.verdict == "inconclusive":
             out.still.append(row)
+        elif today.verdict == "not answerable":
+            out.unanswerable.append((row, today))
         else:
             out.decided.append((row, today))
     out.new.update(r.verdict for key, r in now.items() if key not in then)
@@ -136,9 +142,11 @@ def render(c: Census, costs: dict[str, tuple[str, int, int, float]] | None = Non
         base, decided, still = c.counts(finding)
         if not base:
             continue
-        lost = base - decided - still
+        lost = sum(r.finding == finding for r in c.lost)
+        unanswerable = base - decided - still - lost
+        na = f", {unanswerable} not answerable at their budget now (not counted as decided)" if unanswerable else ""
         lines += [f"**{name}:** {base} inconclusive then → {still} still inconclusive, {decided} decided "
-                  f"({decided / base:.0%} fewer){f', {lost} not found today' if lost else ''}.", ""]
+                  f"({decided / base:.0%} fewer){na}{f', {lost} not found today' if lost else ''}.", ""]
     lines += ["## Decided since then", "",
               "*How*: a look of the decide planner (`results/decide/<budget>.json`: the look, its n per cell and the "
               "core-hours of the runs its looks trained, by their records; 0 when another table had trained them), or "
@@ -150,6 +158,9 @@ def render(c: Census, costs: dict[str, tuple[str, int, int, float]] | None = Non
         lines.append(f"| {then.section} | {_escaped(then.text)} | {now.verdict} | {how} | "
                      f"{_escaped(now.numbers)} |")
     lines += ["", "## Still inconclusive", ""] + [f"- {r.section}: {r.text}" for r in c.still]
+    if c.unanswerable:
+        lines += ["", "## Not answerable at their budget now (not decided)", ""]
+        lines += [f"- {then.section}: {then.text} — {_escaped(now.numbers)}" for then, now in c.unanswerable]
     if c.lost:
         lines += ["", "## Not found today (text changed or claim removed)", ""]
         lines += [f"- {r.section}: {r.text}" for r in c.lost]

@@ -54,3 +54,13 @@ def test_ledger_costs_stop_at_the_deciding_look(tmp_path):
     (tmp_path / "decide" / "cpu.json").write_text(json.dumps(ledger))
     costs = ledger_costs(tmp_path)
     assert costs == {claims[0].text: (f"{claims[0].id}@cpu", 2, 5, 1.5)}
+
+def test_a_claim_declared_not_answerable_is_not_counted_as_decided():
+    then = _board({"fqo": [("A", "❔ inconclusive"), ("B", "❔ inconclusive")]})
+    now = _board({"fqo": [("A", "➖ not answerable at this budget"), ("B", "✅ holds")]})
+    c = census(empirical_rows(then), empirical_rows(now), "abc123")
+    assert c.counts(finding=False) == (2, 1, 0)  # B decided; A neither decided nor still inconclusive
+    assert [then.text for then, _ in c.unanswerable] == ["A"]
+    text = render(c)
+    assert "1 decided (50% fewer), 1 not answerable at their budget now (not counted as decided)" in text
+    assert "## Not answerable at their budget now (not decided)" in text and "| fqo | A |" not in text

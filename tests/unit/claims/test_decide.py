@@ -266,7 +266,11 @@ def test_a_free_look_with_little_power_does_not_hide_one_that_can_decide():
 
     assert best_look([(5, 0.02, 0.0), (8, 0.13, 100.0), (10, 0.2, 300.0)]) == (8, 0.13, 100.0)
     assert best_look([(5, 0.5, 0.0), (8, 0.9, 100.0)]) == (5, 0.5, 0.0)  # free and able to decide: best
-    assert best_look([(5, 0.02, 0.0), (8, 0.05, 100.0)]) is None  # nothing reaches MIN_POWER: left out
+    # nothing reaches MIN_POWER: the free look is still taken (it trains nothing; its α is fixed by the schedule,
+    # and every later look passes through it), the dearer ones are not
+    assert best_look([(5, 0.02, 0.0), (8, 0.05, 100.0)]) == (5, 0.02, 0.0)
+    assert best_look([(5, 0.02, 10.0), (8, 0.05, 100.0)]) is None  # no free look, none with power: left out
+    assert best_look([(8, 0.01, 0.0), (10, 0.02, 0.0)]) == (8, 0.01, 0.0)  # the earliest free look
     assert best_look([(5, 0.02, 0.0), (8, 0.05, 100.0)], min_power=0.04) == (8, 0.05, 100.0)  # --min-power
 
 
