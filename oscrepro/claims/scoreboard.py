@@ -269,16 +269,19 @@ def claim_refs(claim: Claim) -> list[dict[str, str]]:
 
 
 def check_sibling(claim: Claim, cells: Cells, budget: str, results: Path, conf_dir: Path = CONF_DIR) -> V.Verdict:
-    """:func:`check_claim`, at the group-sequential level of the look its seeds reached when its cells have more
-    seeds than its spec's count (raised for another claim's look: :mod:`oscrepro.claims.siblings`). An exact check
-    is not a test over seeds: its level stands."""
+    """:func:`check_claim`, at the group-sequential level of the look its seeds reached when any of its cells has
+    more seeds than its spec's count (raised for another claim's look: :mod:`oscrepro.claims.siblings`). The look is
+    the one its *largest* cell reached: one raised cell already changes the claim's data (osciformer Table 9's
+    log-uniform row raised for log-above-harmonics, read at n 5/3 by log-above-linear), so the claim has been looked
+    at again; the smallest would judge it at the fixed level. An exact check is not a test over seeds: its level
+    stands."""
     from oscrepro.claims.siblings import sibling_level
 
     c = claim.check
     if c["kind"] == "within" and c.get("exact"):
         return check_claim(claim, cells)
     refs = claim_refs(claim)
-    n = min(_stats(cells, r, claim).n for r in refs)
+    n = max(_stats(cells, r, claim).n for r in refs)
     sib = sibling_level(claim.table, budget, list(dict.fromkeys(str(r["row"]) for r in refs)), n, results, conf_dir)
     if sib is None:
         return check_claim(claim, cells)

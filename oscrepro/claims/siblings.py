@@ -1,17 +1,18 @@
 """The level of a claim whose cells gained seeds for another claim's look (a *sibling* of a decided claim).
 
 When the decide planner raises a table's seeds for one claim, every other claim on the same cells (its siblings:
-Table 12's layer-2 rank claim beside the mean-rank one, fqo Table 6's convergence claims beside sequential init)
-is judged again on more seeds. Its verdict is then the test on all of its seeds, which supersedes the one at the
-spec's count. Were the raise independent of the sibling's own data, that one test at the fixed 95 % level would keep
-its error rate; but the claim that caused the raise reads the same runs, so the raise may depend on the sibling's
-data, and the sibling has in effect been looked at twice. So a sibling whose cells have more seeds than its spec's
-count is judged at the level the group-sequential design (:mod:`oscrepro.claims.sequential`) gives the look its seed
-count has reached, over the schedule the planner would plan for it (``plan_looks(base, cap)``): the stricter level
-of a later look. What that guarantees: a false verdict at most α_k (the look's share) when the raise did not depend on
-its data, and at most 0.05 + α_k in the worst case where it depended on it wholly (its first look was at the fixed
-level, not the design's first; e.g. 0.05 + 0.0102 at look 2 of [3, 5, 8, 10]). A sibling that the planner then
-takes up itself starts its own design at its current seed count (:mod:`oscrepro.claims.candidates`).
+Table 12's layer-2 rank claim beside the mean-rank one, fqo Table 6's convergence claims beside sequential init) is
+judged again on more seeds. Its verdict is then the test on all of its seeds, which supersedes the one at the spec's
+count. Were the raise independent of the sibling's own data, that one test at the fixed 95 % level would keep its
+error rate; but the claim that caused the raise reads the same runs, so the raise may depend on the sibling's data,
+and the sibling has in effect been looked at twice. So a sibling any of whose cells has more seeds than its spec's
+count is judged at the level the group-sequential design (:mod:`oscrepro.claims.sequential`) gives the look its
+largest cell's seed count has reached (one raised cell already changed the claim's data), over the schedule the
+planner would plan for it (``plan_looks(base, cap)``): the stricter level of a later look. What that guarantees: a
+false verdict at most α_k (the look's share) when the raise did not depend on its data, and at most 0.05 + α_k in
+the worst case where it depended on it wholly (its first look was at the fixed level, not the design's first; e.g.
+0.05 + 0.0102 at look 2 of [3, 5, 8, 10]). A sibling that the planner then takes up itself starts its own design at
+its current seed count (:mod:`oscrepro.claims.candidates`).
 
 The *base* count is the spec's own, without the planner's raises: the seeds of the claim's rows for a runs table
 (a row's own lower ``seeds`` counted), the adapter's own seed or trial count for an analysis table that trains or
@@ -71,8 +72,8 @@ def base_count(spec: TableSpec, budget: str, rows: list[str], results: Path, con
 
 def sibling_level(table: str, budget: str, rows: list[str], n: int, results: Path, conf_dir: Path = CONF_DIR
                   ) -> tuple[float, str] | None:
-    """The design's level for a claim on ``rows`` of ``table`` whose cells have ``n`` seeds (or trials), and the
-    words that say why; None when ``n`` is not above the spec's own count (the fixed level stands)."""
+    """The design's level for a claim on ``rows`` of ``table`` whose largest cell has ``n`` seeds (or trials), and
+    the words that say why; None when ``n`` is not above the spec's own count (the fixed level stands)."""
     base = base_count(load_spec(table, conf_dir), budget, rows, results, conf_dir)
     if base is None or not math.isfinite(n) or base[0] < 2 or n <= base[0]:
         return None
@@ -83,5 +84,5 @@ def sibling_level(table: str, budget: str, rows: list[str], n: int, results: Pat
     level = S.look_levels(schedule)[k]
     what = "trials" if trials else "seeds"
     return level, (f"judged at level {level:.4g}, look {k + 1} of the design {schedule} over its {what}: its cells "
-                   f"have n = {n}, above the spec's {count} (raised for another claim's look), so it has been "
+                   f"have up to n = {n}, above the spec's {count} (raised for another claim's look), so it has been "
                    f"looked at more than once")

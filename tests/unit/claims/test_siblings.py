@@ -31,7 +31,7 @@ def test_level_follows_the_look_its_seeds_reached(tmp_path: Path):
     for n, k in ((5, 1), (7, 1), (8, 2), (10, 3)):
         level, why = sibling_level(TABLE, "cpu", ["Hamiltonian (coupled)", "MLP-Only"], n, tmp_path)
         assert level == pytest.approx(levels[k]) and level > 0.95
-        assert f"look {k + 1} of the design [3, 5, 8, 10]" in why and f"n = {n}, above the spec's 3" in why
+        assert f"look {k + 1} of the design [3, 5, 8, 10]" in why and f"up to n = {n}, above the spec's 3" in why
 
 
 def test_a_sibling_on_more_seeds_is_judged_at_the_stricter_level(tmp_path: Path):
@@ -60,3 +60,14 @@ def test_base_count_of_each_table_kind(tmp_path: Path):
     assert base_count(load_spec("coupledqk/table10"), "cpu", ["Euler"], tmp_path) == (15, True)
     assert base_count(load_spec("coupledqk/table12"), "cpu", ["Standard | ours"], Path("results")) == (3, False)
     assert base_count(load_spec("coupledqk/table1"), "cpu", ["no such row"], tmp_path) is None
+
+
+def test_one_raised_cell_makes_a_sibling(tmp_path: Path):
+    """A claim whose cells read n 5/3 (one row raised for another claim's look) has been looked at again: it is
+    judged at look 2's level (0.9898), not at the fixed 95 % that its smaller cell alone would give."""
+    claim = _claim()
+    cells = _cells(5, 16.0)
+    cells[("MLP-Only", "ppl")]["n"] = "3"
+    fixed, sib = check_claim(claim, cells), check_sibling(claim, cells, "cpu", tmp_path)
+    assert "level 0.95," in fixed.detail and "judged at level 0.9898" in sib.detail
+    assert "up to n = 5, above the spec's 3" in sib.detail and sib.ci[0] < fixed.ci[0]
