@@ -10,6 +10,7 @@ the reason. :func:`render_plan` writes the dry-run plan. The method is the plann
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from oscrepro.claims.scoreboard import (
     read_cells,
     table_csv,
 )
+from oscrepro.claims.verdict import paired_differences
 from oscrepro.tables.spec import (
     ANALYSIS_SEEDS,
     ANALYSIS_TRIALS,
@@ -112,6 +114,9 @@ def _effect_spread(checked: Checked, cells: dict) -> tuple[float, float, int, fl
     if c["kind"] in ("difference", "equivalent"):
         a, b = _stats(cells, c["a"], claim), _stats(cells, c["b"], claim)
         spread, effect, n = math.sqrt(a.std**2 + b.std**2), a.mean - b.mean, min(a.n, b.n)
+        diffs = paired_differences(a, b)
+        if diffs is not None:  # the same runs: one seed's spread is the spread of the per-run difference
+            spread, n = statistics.stdev(diffs), len(diffs)
         if c["kind"] == "equivalent":  # |a − b| ≤ tol: decided inside the band or wholly outside it
             return effect, spread, n, -float(c["tol"]), float(c["tol"])
         return effect, spread, n, float(c.get("margin", 0.0)), None

@@ -52,7 +52,7 @@ from oscrepro.claims.ledger import ledger_verdict, load_ledger
 from oscrepro.runs.compose import CONF_DIR
 from oscrepro.runs.record import atomic_write_text
 from oscrepro.tables.spec import BUDGETS, available_tables
-from oscrepro.tables.values import STAT_FIELDS
+from oscrepro.tables.values import STAT_FIELDS, decode_units
 
 KINDS = ("difference", "ordering", "trend", "within", "spread_ratio", "equivalent")
 WEIGHTS = ("central", "supporting", "detail")  # how central a claim is to its paper (the reports' scope)
@@ -166,15 +166,17 @@ def read_cells(path: Path) -> Cells:
     the first column's value, or "first | second" where the first repeats).
 
     An analysis cell with numeric columns (``<column>__std``, ``<column>__n``: a statistic over seeds, written by
-    :func:`oscrepro.tables.render.analysis_csv`) is read from them: mean, std and n. Any other cell is one value,
-    n = 1, checkable by ``exact`` claims only (a cell with no number, such as "not run: ...", has n = 0); but a
+    :func:`oscrepro.tables.render.analysis_csv`) is read from them: mean, std and n. Each cell's ``units`` is its
+    per-run values where the csv keeps them (``ours_units`` / ``<column>__units``; empty otherwise): the claims
+    judge two cells of the same runs as paired (:func:`oscrepro.claims.verdict.difference`). Any other cell is one
+    value, n = 1, checkable by ``exact`` claims only (a cell with no number, such as "not run: ...", has n = 0); but a
     rendered "mean ± std" without numeric columns (a csv written
     before they existed) is no number: its line carries ``refused`` (the reason), and a claim that reads it fails
     with a ClaimError instead of reading its leading number as one seed."""
     with path.open(newline="") as f:
         lines = list(csv.DictReader(line for line in f if not line.startswith("#")))  # provenance comment lines
     if not lines or "ours_mean" in lines[0]:
-        return {(r["row"], r["column"]): r for r in lines}
+        return {(r["row"], r["column"]): {**r, "units": r.get("ours_units") or ""} for r in lines}
     header = list(lines[0])
     budget = next((b for b in (path.parent.name, path.parent.parent.name) if b in BUDGETS), "paper")  # table_csv
     stat_cols = {c for c in header if f"{c}__n" in header}
@@ -187,7 +189,8 @@ def read_cells(path: Path) -> Cells:
     for k, r in zip(keys, lines, strict=True):
         for col in rest:
             if col in stat_cols and r[f"{col}__n"] not in (None, ""):
-                cells[(k, col)] = {"ours_mean": r[col], "ours_std": r[f"{col}__std"], "n": r[f"{col}__n"]}
+                cells[(k, col)] = {"ours_mean": r[col], "ours_std": r[f"{col}__std"], "n": r[f"{col}__n"],
+                                   "units": r.get(f"{col}__units") or ""}
                 continue
             # one value (n = 1); a cell without a number ("not run: no MNLI data here", "—") has none (n = 0)
             numeric_cell = SPREAD in (r[col] or "") or not math.isnan(_float(r[col]))
@@ -233,7 +236,7 @@ def _stats(cells: Cells, ref: dict[str, str], claim: Claim) -> V.CellStats:
         raise ClaimError(f"{claim.table}: claim {claim.id!r}: {line['refused']}; rebuild the table (python -m "
                          f"oscrepro.table {claim.table} --budget {line['budget']}): its csv then carries them")
     n = int(_float(line.get("n")) if not math.isnan(_float(line.get("n"))) else 0)
-    return V.CellStats(_float(line.get("ours_mean")), _float(line.get("ours_std")), n)
+    return V.CellStats(_float(line.get("ours_mean")), _float(line.get("ours_std")), n, decode_units(line.get("units")))
 
 
 def check_claim(claim: Claim, cells: Cells) -> V.Verdict:

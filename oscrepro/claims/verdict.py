@@ -1,8 +1,9 @@
 """Verdicts on a paper's claims from table-cell summary statistics: mean, sample std over seeds (ddof=1), n seeds.
 
-A reproduction table keeps, per cell, only ``mean``, ``std`` and ``n`` (no per-seed values), so every test here is
-one computable from those three numbers. Each function returns a :class:`Verdict` whose ``status`` is one of
-:data:`STATUSES`:
+A reproduction table keeps, per cell, ``mean``, ``std`` and ``n``, so every test here is one computable from those
+three numbers, with one exception: a cell may also keep its value per unit (the run or trial it was measured on,
+``units``), and two cells measured on the same units are paired (below). Each function returns a :class:`Verdict`
+whose ``status`` is one of :data:`STATUSES`:
 
 * ``holds``: the confidence interval of the effect lies entirely on the side the paper claims;
 * ``contradicted``: it lies entirely on the other side, i.e. the data support the opposite claim at the same level;
@@ -15,7 +16,15 @@ Rules, and why:
 * :func:`difference`: claim ``mean(a) − mean(b) <sign> margin``. Welch's t interval with the Welch–Satterthwaite
   df, because seeds of two different models need not share a variance (the pooled t interval assumes they do).
   If both stds are exactly 0 with n ≥ 2 the quantity is deterministic and the interval is the point itself.
-  ``margin`` lets a claim say "lower by at least m" (``margin=-m``).
+  ``margin`` lets a claim say "lower by at least m" (``margin=-m``). **Paired** when both cells carry per-unit
+  values of the same units (:func:`paired_differences`: two quantities measured on the same runs, such as fqo
+  Table 6's error after random and after sequential initialisation of the same models, or Table 3's attention to
+  the subject and to the distractor in the same runs): the t interval of the mean per-unit difference, n − 1 df
+  (Student 1908; any textbook's matched-pairs interval). Welch's interval assumes the two cells independent; on
+  the same runs their covariance enters the variance of the difference (Var(a − b) = Var a + Var b − 2 Cov), so
+  Welch is too wide under positive correlation and too narrow, i.e. anti-conservative, under negative correlation.
+  Seeds of two different models are not paired by this rule even when their seeds match: their independence is
+  what Welch assumes, and pairing them would be an analysis chosen after the fact.
 * :func:`ordering`: claim that cells strictly increase (or decrease) in the given order. Each adjacent pair is a
   :func:`difference` at the Bonferroni level ``1 − (1 − level)/(k − 1)`` so that the chain as a whole, not each
   link, has the stated level. All pairs hold → holds; any pair contradicted → contradicted (one reversed link
@@ -79,11 +88,22 @@ _NO_CI = (_NAN, _NAN)
 
 @dataclass(frozen=True)
 class CellStats:
-    """One table cell: mean over seeds, sample std (ddof=1; nan when n < 2) and n = number of seeds."""
+    """One table cell: mean over seeds, sample std (ddof=1; nan when n < 2) and n = number of seeds; ``units``:
+    (unit, value) per seed where the table kept them (the run id of each value: module docstring, pairing)."""
 
     mean: float
     std: float
     n: int
+    units: tuple[tuple[str, float], ...] = ()
+
+
+def paired_differences(a: CellStats, b: CellStats) -> list[float] | None:
+    """The per-unit differences a − b when both cells were measured on the same units (the same set of runs, at
+    least 2), else None (judge them as independent cells)."""
+    ua, ub = dict(a.units), dict(b.units)
+    if len(ua) < 2 or set(ua) != set(ub) or len(ua) != len(a.units) or len(ub) != len(b.units):
+        return None
+    return [ua[u] - ub[u] for u, _ in a.units]
 
 
 @dataclass(frozen=True)
@@ -140,10 +160,14 @@ def _t_quantile(level: float, df: float) -> float:
 
 
 def difference(a: CellStats, b: CellStats, sign: str, level: float = 0.95, margin: float = 0.0) -> Verdict:
-    """Claim ``mean(a) − mean(b) <sign> margin`` (sign "<" or ">"), judged by Welch's t interval at ``level``."""
+    """Claim ``mean(a) − mean(b) <sign> margin`` (sign "<" or ">"), judged by Welch's t interval at ``level``, or by
+    the paired t interval when both cells hold values of the same runs (:func:`paired_differences`)."""
     _check("sign", sign, _SIGNS, level)
     effect = a.mean - b.mean
     claim = f"claim a − b {sign} {_fmt(margin)}"
+    diffs = paired_differences(a, b)
+    if diffs is not None:
+        return _paired(diffs, sign, level, margin, claim)
     why = _no_interval(a, "a") or _no_interval(b, "b")
     if why:
         detail = f"a − b = {_fmt(effect)}, no interval: {why} ({claim}, n {a.n}/{b.n})"
@@ -158,6 +182,19 @@ def difference(a: CellStats, b: CellStats, sign: str, level: float = 0.95, margi
     status = _side(ci, margin, sign == ">")
     detail = f"a − b = {_fmt(effect)} {_fmt_ci(ci)}, {claim}: {status} (Welch t, {how}, level {level:g}, n {a.n}/{b.n})"
     return Verdict(status, "Welch t", effect, ci, detail)
+
+
+def _paired(diffs: list[float], sign: str, level: float, margin: float, claim: str) -> Verdict:
+    """:func:`difference` on paired cells: the t interval of the mean per-unit difference (n − 1 df)."""
+    n = len(diffs)
+    effect = math.fsum(diffs) / n
+    sd = math.sqrt(math.fsum((d - effect) ** 2 for d in diffs) / (n - 1))
+    half = _t_quantile(level, n - 1) * sd / math.sqrt(n)
+    ci = (effect - half, effect + half)
+    status = _side(ci, margin, sign == ">")
+    detail = (f"a − b = {_fmt(effect)} {_fmt_ci(ci)}, {claim}: {status} (paired t over the same runs, df {n - 1}, "
+              f"level {level:g}, n {n} pairs)")
+    return Verdict(status, "paired t", effect, ci, detail)
 
 
 def ordering(cells: list[CellStats], direction: str, level: float = 0.95) -> Verdict:
@@ -180,12 +217,13 @@ def ordering(cells: list[CellStats], direction: str, level: float = 0.95) -> Ver
         status = "inconclusive"
     i = min(range(len(pairs)), key=lambda j: (math.isnan(pairs[j].effect), pairs[j].effect))
     op = "<" if direction == "increasing" else ">"
+    test = " / ".join(sorted({p.test for p in pairs}, reverse=True))  # "Welch t", "paired t" or both
     links = ", ".join(f"{j}{op}{j + 1} {s}" for j, s in enumerate(statuses))
     detail = (
         f"{direction} over {len(cells)} cells: {links}; smallest gap ({i}→{i + 1}) = {_fmt(pairs[i].effect)} "
-        f"{_fmt_ci(pairs[i].ci)} (Welch t per pair, Bonferroni level {pair_level:.4g})"
+        f"{_fmt_ci(pairs[i].ci)} ({test} per pair, Bonferroni level {pair_level:.4g})"
     )
-    return Verdict(status, "Welch t (Bonferroni)", pairs[i].effect, pairs[i].ci, detail)
+    return Verdict(status, f"{test} (Bonferroni)", pairs[i].effect, pairs[i].ci, detail)
 
 
 def _satterthwaite_df(terms: list[float], dfs: list[int]) -> float:

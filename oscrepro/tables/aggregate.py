@@ -38,6 +38,7 @@ class Cell:
     n_missing: int = 0
     count: int | None = None  # count_below columns
     values: list[float] = field(default_factory=list)
+    units: list[tuple[str, float]] = field(default_factory=list)  # (run id, value) of each value, for pairing
     failed_as: list[str] = field(default_factory=list)  # SLURM states of failed runs whose job ended so
 
 
@@ -73,6 +74,8 @@ def effective_status(status: dict[str, Any], metrics: dict[str, Any], keys: tupl
 
 
 def _values(reqs: list[RunRequest], key: str, cell: Cell) -> list[float]:
+    """The finite values of metric ``key`` over the cell's runs; counts the others in ``cell`` and keys each value
+    by its run id in ``cell.units``."""
     vals = []
     for r in reqs:
         recorded = r.record.status()
@@ -83,6 +86,7 @@ def _values(reqs: list[RunRequest], key: str, cell: Cell) -> list[float]:
             if key not in metrics:
                 raise MissingMetricError(f"metric {key!r} not in {r.run_dir}/metrics.json; logged: {sorted(metrics)}")
             vals.append(float(metrics[key]))
+            cell.units.append((r.run_dir.name, vals[-1]))
         elif status == "diverged":
             if recorded.get("status") == "ok":
                 log.warning("run %s: status ok but non-finite %s: counted as diverged, not averaged", r.run_dir,
@@ -97,8 +101,23 @@ def _values(reqs: list[RunRequest], key: str, cell: Cell) -> list[float]:
     return vals
 
 
+def delta_cell(a: Cell, b: Cell) -> Cell:
+    """A delta column's cell ``a − b``. Where both columns were measured on the same runs (fqo Table 3's a_vs and
+    a_vd), the difference is taken per run: its mean is the difference of the means, and it has a seed spread
+    (the paired one) and per-run units, so claims can judge it. Else (two models: Table 7's oscillator − softmax)
+    it is the difference of the means, with no spread: the seeds of two models are not paired observations."""
+    ua, ub = dict(a.units), dict(b.units)
+    if not ua or set(ua) != set(ub):
+        return Cell(mean=a.mean - b.mean, n=min(a.n, b.n))
+    units = [(u, ua[u] - ub[u]) for u, _ in a.units]
+    vals = [v for _, v in units]
+    return Cell(mean=float(np.mean(vals)), std=float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan,
+                n=len(vals), values=vals, units=units)
+
+
 def aggregate(spec: TableSpec, cells: dict[tuple[int, str], list[RunRequest]]) -> dict[tuple[int, str], Cell]:
-    """Aggregate every cell; delta columns are differences of the referenced columns' means."""
+    """Aggregate every cell; delta columns are per-run differences of the referenced columns where both read the
+    same runs, else differences of their means (:func:`delta_cell`)."""
     out: dict[tuple[int, str], Cell] = {}
     for ri, row in enumerate(spec.rows):
         for col in spec.columns:
@@ -108,10 +127,12 @@ def aggregate(spec: TableSpec, cells: dict[tuple[int, str], list[RunRequest]]) -
             if col.count_below is not None:
                 vals = _values(cells[(ri, col.name)], col.count_below["metric"].format(**row.vars), cell)
                 cell.count = sum(v < float(col.count_below["threshold"]) for v in vals)
+                cell.units = []  # a count over seeds has no per-run value
                 cell.n = len(vals)
             else:
                 vals = [v * col.scale * row.scale for v in _values(cells[(ri, col.name)], metric_key(col, row), cell)]
                 cell.n, cell.values = len(vals), vals
+                cell.units = [(u, v) for (u, _), v in zip(cell.units, vals, strict=True)]
                 if vals:
                     cell.mean = float(np.mean(vals))
                     cell.std = float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan
@@ -119,5 +140,5 @@ def aggregate(spec: TableSpec, cells: dict[tuple[int, str], list[RunRequest]]) -
         for col in spec.columns:
             if col.delta is not None:
                 a, b = (out[(ri, name)] for name in col.delta)
-                out[(ri, col.name)] = Cell(mean=a.mean - b.mean, n=min(a.n, b.n))
+                out[(ri, col.name)] = delta_cell(a, b)
     return out

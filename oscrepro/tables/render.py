@@ -5,11 +5,14 @@ Our numbers and the paper's sit in separate columns; the paper's come only from 
 The csv is what the claims engine (:mod:`oscrepro.claims.scoreboard`) reads, so it carries numbers, never only their
 rendering:
 
-* a runs table has one line per cell: ``row, column, ours_mean, ours_std, n`` (+ counts, flags, the paper's value);
+* a runs table has one line per cell: ``row, column, ours_mean, ours_std, n`` (+ counts, flags, the paper's value,
+  and ``ours_units``: each seed's value keyed by its run id, :func:`~oscrepro.tables.values.encode_units`, so that
+  two cells of the same runs are judged as paired);
 * an analysis table has the adapter's columns, one line per row. A cell holding a
   :class:`~oscrepro.tables.values.SeedStat` (a statistic over seeds) is written as its mean, a plain float, in
   ``<column>``, its sample std in ``<column>__std`` (``nan`` below two seeds) and its seed count in ``<column>__n``
-  (+ ``<column>__flags`` where a cell of the column carries flags such as ``diverged 1``); the .md shows it as the
+  (+ ``<column>__flags`` where a cell of the column carries flags such as ``diverged 1``, and ``<column>__units``
+  where it keeps its per-run values); the .md shows it as the
   adapter asked (``27.6 ± 2.8``). The suffixed columns exist for every column holding a SeedStat in some row and
   are empty in the rows where that column holds a plain number (n = 1) or a string.
 
@@ -34,7 +37,7 @@ from oscrepro.runs.record import atomic_write_text
 from oscrepro.tables.aggregate import Cell
 from oscrepro.tables.markdown import table_lines
 from oscrepro.tables.spec import SpecError, TableSpec
-from oscrepro.tables.values import STAT_FIELDS, Num, SeedStat, column_format
+from oscrepro.tables.values import STAT_FIELDS, Num, SeedStat, column_format, encode_units
 from oscrepro.utils.provenance import provenance
 
 
@@ -123,7 +126,8 @@ def render_runs_table(spec: TableSpec, budget: str, cells: dict[tuple[int, str],
             rows_csv.append({"row": row.label, "column": c.name, "ours_mean": cell.mean, "ours_std": cell.std,
                              "ours_count": cell.count, "n": cell.n, "n_diverged": cell.n_diverged,
                              "n_failed": cell.n_failed, "n_missing": cell.n_missing,
-                             "paper_mean": p_mean, "paper_std": p_std, "budget": budget})
+                             "paper_mean": p_mean, "paper_std": p_std, "budget": budget,
+                             "ours_units": encode_units(cell.units)})
         md.append("| " + " | ".join(line) + " |")
     md_path = out_dir / f"{name}.md"
     write_csv(out_dir / f"{name}.csv", list(rows_csv[0]), rows_csv)
@@ -182,11 +186,13 @@ def analysis_csv(columns: list[str], rows: list[dict[str, Any]], formats: dict[s
     formats = formats or {}
     stat_cols = {c: any(isinstance(r.get(c), SeedStat) for r in rows) for c in columns}
     flag_cols = {c for c in columns if any(isinstance(r.get(c), SeedStat) and r[c].flags for r in rows)}
+    unit_cols = {c for c in columns if any(isinstance(r.get(c), SeedStat) and r[c].units for r in rows)}
     fieldnames: list[str] = []
     for c in columns:
         fieldnames.append(c)
         if stat_cols[c]:
             fieldnames += [f"{c}__std", f"{c}__n"] + ([f"{c}__flags"] if c in flag_cols else [])
+            fieldnames += [f"{c}__units"] if c in unit_cols else []
     clash = sorted({f for f in fieldnames if fieldnames.count(f) > 1})
     if clash:
         raise ValueError(f"analysis columns {clash} collide with the numeric columns of a SeedStat column "
@@ -200,6 +206,8 @@ def analysis_csv(columns: list[str], rows: list[dict[str, Any]], formats: dict[s
                 line[c], line[f"{c}__std"], line[f"{c}__n"] = v.mean, v.std, v.n
                 if c in flag_cols:
                     line[f"{c}__flags"] = ", ".join(v.flags)
+                if c in unit_cols:
+                    line[f"{c}__units"] = encode_units(v.units)
             elif isinstance(v, Num) or (c in formats and not isinstance(v, str)):
                 line[c] = cell_text(v, formats.get(c))
         out.append(line)

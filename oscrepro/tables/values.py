@@ -6,6 +6,12 @@ An analysis adapter (``kind: analysis`` specs, a function returning ``(columns, 
 value (n = 1). A :class:`SeedStat` keeps mean, sample std and n apart: the renderer
 (:func:`oscrepro.tables.render.render_analysis_table`) prints it in the .md exactly as the adapters printed it, and
 writes its numbers to the csv (``<column>``, ``<column>__std``, ``<column>__n``), which the claims engine reads.
+
+A statistic may also keep its value per *unit* (the run, or the timing trial, each value was measured on:
+``units``, written as ``<column>__units``, :func:`encode_units`). Two cells measured on the same units (fqo
+Table 6's random and sequential initialisation on the same models, Table 3's a_vs and a_vd of the same runs) are
+paired observations, and the claims engine judges their difference by the paired t on the per-unit differences
+(:func:`oscrepro.claims.verdict.difference`): Welch's t assumes independent cells, which such cells are not.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-STAT_FIELDS = ("std", "n", "flags")  # a SeedStat column's numeric columns in a csv: <column>__<field>
+STAT_FIELDS = ("std", "n", "flags", "units")  # a SeedStat column's numeric columns in a csv: <column>__<field>
 MISSING = "—"  # a cell the analysis has no value for, written so to the .md and the csv (None: "—" and empty)
 
 
@@ -35,15 +41,20 @@ class SeedStat:
     digits: int = 4
     show_n: bool = False
     flags: tuple[str, ...] = ()
+    units: tuple[tuple[str, float], ...] = ()  # (unit, value) per seed: the run (or trial) each value is of
 
     @classmethod
     def of(cls, values: Sequence[float], digits: int, show_n: bool = False,
-           flags: Sequence[str] = ()) -> SeedStat:
-        """The statistic of one value per seed (the seeds' order does not matter)."""
+           flags: Sequence[str] = (), units: Sequence[str] | None = None) -> SeedStat:
+        """The statistic of one value per seed (the seeds' order does not matter). ``units``: the run id (or trial)
+        of each value, in the same order, so that a claim comparing two cells of the same units pairs them."""
         v = np.asarray(values, dtype=float)
         mean = float(v.mean()) if len(v) else math.nan
         std = float(v.std(ddof=1)) if len(v) > 1 else math.nan
-        return cls(mean, std, len(v), digits, show_n, tuple(flags))
+        if units is not None and len(units) != len(v):
+            raise ValueError(f"SeedStat.of: {len(units)} units for {len(v)} values")
+        keyed = tuple(zip((str(u) for u in units), (float(x) for x in v), strict=True)) if units is not None else ()
+        return cls(mean, std, len(v), digits, show_n, tuple(flags), keyed)
 
     def text(self, fmt: str | None = None) -> str:
         """The rendering of the .md cell (byte-identical to the adapters' former f-strings). ``fmt``: a column's
@@ -86,6 +97,24 @@ class Num:
 
     def __str__(self) -> str:
         return self.text()
+
+
+UNIT_SEP, VALUE_SEP = ";", "="
+
+
+def encode_units(units: Sequence[tuple[str, float]]) -> str:
+    """``units`` as one csv field, ``"<unit>=<value>;..."`` (values as ``repr``: they read back exactly)."""
+    for u, _ in units:
+        if UNIT_SEP in u or VALUE_SEP in u:
+            raise ValueError(f"unit {u!r} holds {UNIT_SEP!r} or {VALUE_SEP!r}")
+    return UNIT_SEP.join(f"{u}{VALUE_SEP}{float(v)!r}" for u, v in units)
+
+
+def decode_units(text: str | None) -> tuple[tuple[str, float], ...]:
+    """The inverse of :func:`encode_units` (an empty or missing field: no units)."""
+    if not text:
+        return ()
+    return tuple((u, float(v)) for u, v in (item.rsplit(VALUE_SEP, 1) for item in text.split(UNIT_SEP)))
 
 
 def column_format(fmt: int | str) -> str:

@@ -92,11 +92,16 @@ def _ode_kwargs(ode: dict[str, Any]) -> dict[str, Any]:
     return ode
 
 
-def _over_seeds(values: list[float], digits: int) -> SeedStat | None:
+def _over_seeds(values: list[float], digits: int, runs: list[str] | None = None) -> SeedStat | None:
     """Mean ± std over the seeds that have a value (nan: none, e.g. no nfev from a closed-form solve); None (a
-    dash) where no seed has one. ``digits`` shows it where the spec's ``formats`` give the column no format."""
-    finite = [float(v) for v in values if v is not None and not math.isnan(float(v))]
-    return SeedStat.of(finite, digits) if finite else None
+    dash) where no seed has one. ``digits`` shows it where the spec's ``formats`` give the column no format.
+    ``runs``: each value's model (run id), kept as the stat's units so that two columns measured on the same
+    models (the error after random and after sequential initialisation) are judged as paired."""
+    keep = [i for i, v in enumerate(values) if v is not None and not math.isnan(float(v))]
+    if not keep:
+        return None
+    return SeedStat.of([float(values[i]) for i in keep], digits,
+                       units=None if runs is None else [runs[i] for i in keep])
 
 
 def table6_row(d_osc: int, paper: dict[str, Any], seeds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -111,6 +116,7 @@ def table6_row(d_osc: int, paper: dict[str, Any], seeds: list[dict[str, Any]]) -
         return _over_seeds([100.0 * s[key] for s in seeds], 2)
 
     first = seeds[0]
+    runs = [Path(s["run_dir"]).name for s in seeds]  # the models: the two error columns are paired over them
     return {
         "d_osc": d_osc,
         "Frac < 0.01 (%)": pct("frac_converged"), "paper Frac < 0.01 (%)": paper.get("frac"),
@@ -121,8 +127,8 @@ def table6_row(d_osc: int, paper: dict[str, Any], seeds: list[dict[str, Any]]) -
                                  else s.get("scipy_nfev_per_token", math.nan) for s in seeds], 0),
         "paper nfev/tok": paper.get("nfev"),
         "Intermediate (%)": pct("frac_intermediate"),
-        "mean err random": _over_seeds([s["mean_err"] for s in seeds], 4),
-        "mean err sequential": _over_seeds([s.get("mean_err_sequential", math.nan) for s in seeds], 4),
+        "mean err random": _over_seeds([s["mean_err"] for s in seeds], 4, runs),
+        "mean err sequential": _over_seeds([s.get("mean_err_sequential", math.nan) for s in seeds], 4, runs),
         "scipy: verdicts agree (%)": 100.0 * first.get("agree_verdict_frac", math.nan),
         "scipy: max abs err diff": first.get("agree_max_abs_err_diff", math.nan),
         "run val PPL": _over_seeds([s["val_ppl"] for s in seeds], 2),
