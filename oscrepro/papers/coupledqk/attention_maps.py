@@ -143,6 +143,12 @@ def _per_layer(ps: list[AttentionProfile], attr: str, i: int) -> list[float]:
     return [float(getattr(p, attr)[i]) for p in ps if i < len(getattr(p, attr))]
 
 
+def _units(vals: list[float], paths: list[Path]) -> list[str] | None:
+    """The run id of each of a variant's per-seed values (its layers are measured on the same models, so a claim
+    comparing two layers of one variant is paired: :mod:`oscrepro.claims.verdict`); None if they do not align."""
+    return [Path(p).name for p in paths] if len(vals) == len(paths) else None
+
+
 def _protocol_note(profiles: dict[str, list[AttentionProfile]], runs: dict[str, list[Path]], n_asked: int,
                    n_paper_layers: int) -> str:
     p = next(iter(profiles.values()))[0]
@@ -172,7 +178,8 @@ def coupledqk_table12(out_dir: Path, budget: str, results_dir: Path, runs: Sourc
         ours = {"Attention": label, "Values": "ours"}
         for i, col in enumerate(layers):
             vals = _per_layer(ps, "effective_rank", i)
-            ours[col] = SeedStat.of(vals, 1, show_n=True)  # 'mean ± std (n=k)' in the .md, numbers in the csv
+            # 'mean ± std (n=k)' in the .md, numbers (and each run's value) in the csv
+            ours[col] = SeedStat.of(vals, 1, show_n=True, units=_units(vals, found[label]))
         ours["Mean"] = SeedStat.of([float(p.effective_rank.mean()) for p in ps], 1, show_n=True)
         ours["σ1/Σσ"] = SeedStat.of([float(p.top1_ratio.mean()) for p in ps], 3, show_n=True)
         rows.append(ours)
@@ -229,7 +236,7 @@ def coupledqk_fig3(out_dir: Path, budget: str, results_dir: Path, runs: SourceRu
         row: dict[str, Any] = {"Attention": label}
         for i, col in enumerate(layers):
             vals = _per_layer(ps, "entropy", i)
-            row[col] = SeedStat.of(vals, 2)
+            row[col] = SeedStat.of(vals, 2, units=_units(vals, found[label]))
         mean = np.mean([p.entropy for p in ps], axis=0)
         row["Mean"] = SeedStat.of([float(p.entropy.mean()) for p in ps], 2)
         row["Lowest layer (ours)"] = Num(int(mean.argmin()), "L{} ({:.2f})", (float(mean.min()),))

@@ -136,8 +136,10 @@ def test_table12_builds_from_table1_runs(results: Path) -> None:
     assert "2 layers (the paper's model has 8" in text and "T = 32" in text
     # the row label names no seed count (claims address it; the planner may raise one variant's seeds): cells carry n
     assert [r["Values"] for r in rows] == ["ours", "paper (Standard)", "ours", "paper (Coupled QK)"]
-    assert list(rows[0]) == ["Attention", "Values", *(f"{c}{s}" for c in ("L0", "L1", "Mean", "σ1/Σσ")
-                                                      for s in ("", "__std", "__n"))]
+    layer = ("", "__std", "__n", "__units")  # a layer's per-run values: two layers of a variant are paired
+    assert list(rows[0]) == ["Attention", "Values", *(f"{c}{s}" for c in ("L0", "L1") for s in layer),
+                             *(f"{c}{s}" for c in ("Mean", "σ1/Σσ") for s in ("", "__std", "__n"))]
+    assert len(rows[0]["L0__units"].split(";")) == 2 and not rows[1]["L0__units"]
     assert re.search(r"\| Standard \| ours \| \d+\.\d ± \d+\.\d \(n=2\) \|", text)
     for r in rows[::2]:  # the seed mean in the csv, its std and n beside it (the .md shows "mean ± std")
         assert r["L0__n"] == "2" and float(r["L0__std"]) >= 0 and 1.0 <= float(r["L0"]) <= 32
