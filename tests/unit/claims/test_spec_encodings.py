@@ -8,6 +8,7 @@ import re
 import pytest
 
 from oscrepro.claims.scoreboard import Claim, check_claim, load_claims
+from oscrepro.claims.verdict import CellStats, difference
 from oscrepro.tables.spec import available_tables
 
 
@@ -104,12 +105,19 @@ def test_fqo_claims_cite_the_papers_own_section_numbers() -> None:
     assert "§4.2" in by_table["fqo/table4"] and "App. B" in by_table["fqo/table7"]
 
 
-def test_fqo_table3_gap_comparison_is_not_judged_on_a_column_without_spread() -> None:
-    """Old: a difference of two "gap" cells (a delta column, std nan) was checked and counted as inconclusive; the
-    gap has no per-seed spread in the table, so the claim is marked not answerable at both budgets, saying why."""
+def test_fqo_table3_gap_comparison_is_judged_paired_on_per_run_gaps() -> None:
+    """Old: a difference of two "gap" cells (a delta column, std nan) was checked and counted as inconclusive, then
+    marked not answerable (no per-seed gap). The gap is now taken per run (a_vs and a_vd of the same runs), and the
+    two gap cells (wrong and correct predictions of the same runs) are judged by the paired t: checkable, and the
+    independence Welch would assume is not claimed."""
     c = claim("fqo/table3", "fqo-t3-osc-gap-larger-on-wrong")
-    assert set(c.not_answerable) == {"cpu", "paper"} and "no per-seed gap" in c.not_answerable["paper"]
-    assert c.weight == "detail"
+    assert not c.not_answerable and c.weight == "detail"
+    runs = ("r0", "r1", "r2")
+    wrong = CellStats(0.25, 0.02, 3, tuple(zip(runs, (0.24, 0.25, 0.26), strict=True)))
+    correct = CellStats(0.20, 0.03, 3, tuple(zip(runs, (0.18, 0.20, 0.22), strict=True)))
+    v = difference(wrong, correct, ">")
+    assert v.test == "paired t" and v.status == "holds"  # differences 0.06, 0.05, 0.04: all above 0
+    assert difference(CellStats(0.25, 0.02, 3), CellStats(0.20, 0.03, 3), ">").test == "Welch t"
 
 
 @pytest.mark.parametrize(("key", "cid", "budget", "measured"), [
