@@ -118,3 +118,31 @@ def test_unit_encoding_round_trips_exactly_and_refuses_separators() -> None:
     assert decode_units(encode_units(units)) == units and decode_units("") == ()
     with pytest.raises(ValueError, match="holds"):
         encode_units((("a;b", 1.0),))
+
+
+def test_the_planner_prices_a_paired_claim_by_the_spread_of_its_per_run_differences() -> None:
+    """Two cells of the same runs whose values move together: each cell's spread is large, the per-run difference's
+    is small, and the planner's one-seed spread (hence its power) is the latter's, with n the pairs."""
+    from oscrepro.claims.candidates import _effect_spread
+    from oscrepro.claims.scoreboard import Checked, Claim
+    from oscrepro.claims.verdict import Verdict
+
+    runs = ["r0", "r1", "r2", "r3", "r4"]
+    base = [1.0, 3.0, 5.0, 7.0, 9.0]
+    line = {"row": "2", "budget": "cpu"}
+
+    def csv_cell(values: list[float], units: list[str] | None) -> dict[str, str]:
+        v = np.asarray(values)
+        keyed = encode_units(list(zip(units, values, strict=True))) if units else ""
+        return {**line, "ours_mean": str(v.mean()), "ours_std": str(v.std(ddof=1)), "n": "5", "units": keyed}
+
+    claim = Claim(id="c", table="fqo/table6", text="t", where="w", weight="detail", check={
+        "kind": "difference", "a": {"row": "2", "column": "seq"}, "b": {"row": "2", "column": "rnd"}, "sign": "<"})
+    checked = Checked(claim, "cpu", Verdict("inconclusive", "paired t", math.nan, (math.nan, math.nan), ""), Path("t"))
+    seq = [b - 0.5 + 0.01 * i for i, b in enumerate(base)]
+    paired = {("2", "seq"): csv_cell(seq, runs), ("2", "rnd"): csv_cell(base, runs)}
+    effect, spread, n, lo, _ = _effect_spread(checked, paired)
+    assert effect == pytest.approx(-0.48) and n == 5 and lo == 0.0
+    assert spread == pytest.approx(float(np.std(np.subtract(seq, base), ddof=1)))  # 0.0158, not √(s_a² + s_b²)
+    unpaired = {("2", "seq"): csv_cell(seq, None), ("2", "rnd"): csv_cell(base, None)}
+    assert _effect_spread(checked, unpaired)[1] == pytest.approx(math.hypot(np.std(seq, ddof=1), np.std(base, ddof=1)))
