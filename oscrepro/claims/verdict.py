@@ -198,7 +198,8 @@ def _paired(diffs: list[float], sign: str, level: float, margin: float, claim: s
 
 
 def ordering(cells: list[CellStats], direction: str, level: float = 0.95) -> Verdict:
-    """Claim that ``cells`` strictly increase/decrease in order: Bonferroni-corrected Welch test per adjacent pair."""
+    """Claim that ``cells`` strictly increase/decrease in order: a Bonferroni-corrected :func:`difference` (Welch, or
+    paired over the same runs) per adjacent pair."""
     _check("direction", direction, _DIRECTIONS, level)
     if len(cells) < 2:
         raise ValueError(f"ordering needs at least 2 cells, got {len(cells)}")
