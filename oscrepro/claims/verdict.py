@@ -79,6 +79,8 @@ from dataclasses import dataclass
 
 from scipy import special
 
+from oscrepro.tables.values import unit_differences
+
 STATUSES = ("holds", "contradicted", "inconclusive")
 _SIGNS = ("<", ">")
 _DIRECTIONS = ("increasing", "decreasing")
@@ -100,10 +102,8 @@ class CellStats:
 def paired_differences(a: CellStats, b: CellStats) -> list[float] | None:
     """The per-unit differences a − b when both cells were measured on the same units (the same set of runs, at
     least 2), else None (judge them as independent cells)."""
-    ua, ub = dict(a.units), dict(b.units)
-    if len(ua) < 2 or set(ua) != set(ub) or len(ua) != len(a.units) or len(ub) != len(b.units):
-        return None
-    return [ua[u] - ub[u] for u, _ in a.units]
+    diffs = unit_differences(a.units, b.units, min_units=2)
+    return None if diffs is None else [d for _, d in diffs]
 
 
 @dataclass(frozen=True)

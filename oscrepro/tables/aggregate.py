@@ -19,6 +19,7 @@ import numpy as np
 
 from oscrepro.tables.plan import RunRequest
 from oscrepro.tables.spec import Column, Row, TableSpec
+from oscrepro.tables.values import unit_differences
 
 log = logging.getLogger(__name__)
 FINAL_PREFIXES = ("val/", "test/")  # the final metrics a record reports; any non-finite one voids the record
@@ -106,10 +107,9 @@ def delta_cell(a: Cell, b: Cell) -> Cell:
     a_vd), the difference is taken per run: its mean is the difference of the means, and it has a seed spread
     (the paired one) and per-run units, so claims can judge it. Else (two models: Table 7's oscillator − softmax)
     it is the difference of the means, with no spread: the seeds of two models are not paired observations."""
-    ua, ub = dict(a.units), dict(b.units)
-    if not ua or set(ua) != set(ub):
+    units = unit_differences(a.units, b.units)
+    if units is None:
         return Cell(mean=a.mean - b.mean, n=min(a.n, b.n))
-    units = [(u, ua[u] - ub[u]) for u, _ in a.units]
     vals = [v for _, v in units]
     return Cell(mean=float(np.mean(vals)), std=float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan,
                 n=len(vals), values=vals, units=units)

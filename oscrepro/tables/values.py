@@ -117,6 +117,17 @@ def decode_units(text: str | None) -> tuple[tuple[str, float], ...]:
     return tuple((u, float(v)) for u, v in (item.rsplit(VALUE_SEP, 1) for item in text.split(UNIT_SEP)))
 
 
+def unit_differences(a: Sequence[tuple[str, float]], b: Sequence[tuple[str, float]],
+                     min_units: int = 1) -> list[tuple[str, float]] | None:
+    """``(unit, a − b)`` per unit, in ``a``'s order, when ``a`` and ``b`` hold values of the same set of units (each
+    once, at least ``min_units``); None otherwise. Two cells measured on the same runs are paired observations: the
+    table's delta columns and the claims' paired t both read them through here."""
+    ua, ub = dict(a), dict(b)
+    if len(ua) < max(1, min_units) or set(ua) != set(ub) or len(ua) != len(a) or len(ub) != len(b):
+        return None
+    return [(u, ua[u] - ub[u]) for u, _ in a]
+
+
 def column_format(fmt: int | str) -> str:
     """A spec's column format as a :meth:`str.format` template: digits (``2`` -> ``"{:.2f}"``), a format spec
     (``"+.4f"``, ``",d"``) or a template (``"{:.2f} %"``)."""
