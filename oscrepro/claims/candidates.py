@@ -174,8 +174,9 @@ def best_look(options: list[tuple[int, float, float]], min_power: float = MIN_PO
     trained) must not hide a dearer look that can decide the claim; but when none reaches ``min_power``, the
     earliest free look is still chosen: it trains nothing, its α is fixed by the design's schedule, and the design
     takes its looks in order (:func:`oscrepro.claims.sequential.sequential_verdict`), so any later look passes
-    through it anyway. None otherwise."""
-    worth = [o for o in options if o[1] >= min_power]
+    through it anyway. None otherwise. A look with no power at all is never worth its cost (``--min-power 0`` ranks
+    every look with some power, not a division by zero)."""
+    worth = [o for o in options if o[1] >= min_power and o[1] > 0]
     if worth:
         return min(worth, key=lambda o: (o[2] / o[1], o[0]))
     free = [o for o in options if o[2] == 0]

@@ -272,6 +272,9 @@ def test_a_free_look_with_little_power_does_not_hide_one_that_can_decide():
     assert best_look([(5, 0.02, 10.0), (8, 0.05, 100.0)]) is None  # no free look, none with power: left out
     assert best_look([(8, 0.01, 0.0), (10, 0.02, 0.0)]) == (8, 0.01, 0.0)  # the earliest free look
     assert best_look([(5, 0.02, 0.0), (8, 0.05, 100.0)], min_power=0.04) == (8, 0.05, 100.0)  # --min-power
+    # --min-power 0: a look with no power is never ranked by cost per decision (it used to divide by zero)
+    assert best_look([(5, 0.0, 0.0), (8, 0.0, 100.0), (10, 0.01, 300.0)], min_power=0) == (10, 0.01, 300.0)
+    assert best_look([(5, 0.0, 0.0), (8, 0.0, 100.0)], min_power=0) == (5, 0.0, 0.0)  # the earliest free look
 
 
 def test_a_claim_on_one_column_raises_that_column_only(tmp_path: Path):
