@@ -21,6 +21,7 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from oscrepro.runs.record import atomic_write_text
 from oscrepro.tables.markdown import row_cells
@@ -69,6 +70,16 @@ def empirical_rows(text: str) -> dict[tuple[str, str], Row]:
     return rows
 
 
+class Tally(NamedTuple):
+    """The baseline's inconclusive claims of one kind (papers' or findings'), split by what became of them."""
+
+    base: int  # inconclusive at the baseline: the sum of the four below
+    decided: int
+    still: int  # still inconclusive
+    unanswerable: int  # not answerable at their budget now (never counted as decided)
+    lost: int  # not found today by section and text
+
+
 @dataclass
 class Census:
     """The fate of the claims inconclusive at the baseline (papers' and findings' apart), and the new claims."""
@@ -80,13 +91,13 @@ class Census:
     unanswerable: list[tuple[Row, Row]] = field(default_factory=list)  # (then, now): not answerable now, not decided
     new: Counter[str] = field(default_factory=Counter)  # verdicts of claims absent at the baseline
 
-    def counts(self, finding: bool) -> tuple[int, int, int]:
-        """(inconclusive at the baseline, decided now, still inconclusive) for the papers' (or findings') claims;
-        the rest of the baseline is not answerable now or not found."""
-        decided = sum(then.finding == finding for then, _ in self.decided)
-        still = sum(r.finding == finding for r in self.still)
-        rest = sum(r.finding == finding for r in self.lost) + sum(t.finding == finding for t, _ in self.unanswerable)
-        return decided + still + rest, decided, still
+    def counts(self, finding: bool) -> Tally:
+        """The fate of the papers' (or the findings') claims inconclusive at the baseline, one count per fate."""
+        def mine(rows: list[Row]) -> int:
+            return sum(r.finding == finding for r in rows)
+        decided, unanswerable = mine([t for t, _ in self.decided]), mine([t for t, _ in self.unanswerable])
+        still, lost = mine(self.still), mine(self.lost)
+        return Tally(decided + still + unanswerable + lost, decided, still, unanswerable, lost)
 
 
 def census(then: dict[tuple[str, str], Row], now: dict[tuple[str, str], Row], since: str) -> Census:
@@ -139,11 +150,9 @@ def render(c: Census, costs: dict[str, tuple[str, int, int, float]] | None = Non
              "Empirical claims inconclusive in `results/CLAIMS.md` at that revision, matched with today's scoreboard "
              "by paper section and claim text (`python -m oscrepro.claims.census`; exact checks are not counted).", ""]
     for finding, name in ((False, "Papers' claims"), (True, "Project findings (leaderboard)")):
-        base, decided, still = c.counts(finding)
+        base, decided, still, unanswerable, lost = c.counts(finding)
         if not base:
             continue
-        lost = sum(r.finding == finding for r in c.lost)
-        unanswerable = base - decided - still - lost
         na = f", {unanswerable} not answerable at their budget now (not counted as decided)" if unanswerable else ""
         lines += [f"**{name}:** {base} inconclusive then → {still} still inconclusive, {decided} decided "
                   f"({decided / base:.0%} fewer){na}{f', {lost} not found today' if lost else ''}.", ""]

@@ -30,8 +30,8 @@ def test_census_counts_decided_still_lost_and_new():
     rows = empirical_rows(then)
     assert ("fqo", "B | with a bar") in rows and ("fqo", "X") not in rows  # escaped bar kept; exact checks left out
     c = census(rows, empirical_rows(now), "abc123")
-    assert c.counts(finding=False) == (3, 1, 1)  # A decided, B still, D not found today
-    assert c.counts(finding=True) == (1, 1, 0)
+    assert c.counts(finding=False) == (3, 1, 1, 0, 1)  # A decided, B still, D not found today
+    assert c.counts(finding=True) == (1, 1, 0, 0, 0)
     assert [r.text for r in c.lost] == ["D"] and c.new == {"inconclusive": 1}
     text = render(c)
     assert "3 inconclusive then → 1 still inconclusive, 1 decided (33% fewer), 1 not found today" in text
@@ -59,7 +59,7 @@ def test_a_claim_declared_not_answerable_is_not_counted_as_decided():
     then = _board({"fqo": [("A", "❔ inconclusive"), ("B", "❔ inconclusive")]})
     now = _board({"fqo": [("A", "➖ not answerable at this budget"), ("B", "✅ holds")]})
     c = census(empirical_rows(then), empirical_rows(now), "abc123")
-    assert c.counts(finding=False) == (2, 1, 0)  # B decided; A neither decided nor still inconclusive
+    assert c.counts(finding=False) == (2, 1, 0, 1, 0)  # B decided; A not answerable now, neither decided nor still
     assert [then.text for then, _ in c.unanswerable] == ["A"]
     text = render(c)
     assert "1 decided (50% fewer), 1 not answerable at their budget now (not counted as decided)" in text
