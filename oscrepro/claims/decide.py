@@ -188,14 +188,14 @@ def run(budget: str, core_hours: float, results: Path, cap: int = DEFAULT_CAP, l
         trained = {r.run_dir for r in missing}
         for key in tables:
             build_table(key, budget, results_dir=results, render_only=True)
-        for key in readers:  # its source runs are trained: a full build reads them (and recovers no weights)
-            build_table(key, budget, results_dir=results, workers=workers)
+        for key in readers:  # its source runs are trained: a full build reads them, recovering weights in the pool
+            build_table(key, budget, launcher, results_dir=results, workers=workers)
         new_own: dict[str, list[Path]] = {}
         timed: dict[str, float] = {}  # a timed-trials table: the core-seconds its build took (it leaves no record)
         trial_tables = {c.checked.claim.table for c in chosen if c.trials}
         for key in own:  # a full build: the adapter trains its missing seeds (or measures its trials) afresh
             t_build = time.time()
-            build_table(key, budget, results_dir=results, workers=workers)
+            build_table(key, budget, launcher, results_dir=results, workers=workers)
             new_own[key] = sorted(set(experiment_records(load_spec(key), results)) - before[key])
             if key in trial_tables:
                 timed[key] = time.time() - t_build

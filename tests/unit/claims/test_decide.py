@@ -137,10 +137,18 @@ def test_a_failed_look_is_said_and_not_retried(monkeypatch, tmp_path: Path, caps
     monkeypatch.setattr(decide, "take_look", failing_look)
     monkeypatch.setattr(decide, "refresh_table_claims", lambda *a, **k: None)
     monkeypatch.setattr(decide, "load_ledger", lambda *a, **k: {"x-claim@cpu": {}})
-    monkeypatch.setattr(build, "build_table", lambda *a, **k: calls.__setitem__("builds", calls["builds"] + 1))
+    pools: list[object] = []
+
+    def fake_build(key, budget, launcher="inprocess", **_k):
+        calls["builds"] += 1
+        pools.append(launcher)
+
+    monkeypatch.setattr(build, "build_table", fake_build)
     monkeypatch.setattr(launch_mod, "launch", lambda *a, **k: None)
-    assert decide.run("cpu", 1.0, tmp_path) == []
+    assert decide.run("cpu", 1.0, tmp_path, launcher="joblib", workers=2) == []
     assert calls == {"candidates": 2, "builds": 1}
+    # the analysis table is built in the look's pool: the weights it recovers retrain 2 at a time, not one by one
+    assert pools == ["joblib"]
     assert "x-claim@cpu: look not taken: the table's cells have n = 4" in capsys.readouterr().out
 
 
