@@ -17,15 +17,17 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: Paths that are outputs, not code: the table engine writes ``results/``, and ``python -m oscrepro.claims.decide``
 #: writes the seed counts it decided to ``conf/decide/`` between its looks (each run's own ``config.yaml`` records its
-#: seed, and the ledger ``results/decide/<budget>.json`` the looks). Changes there do not make a build ``+dirty``.
-OUTPUT_PATHS = ("results", "conf/decide")
+#: seed, and the ledger ``results/decide/<budget>.json`` the looks), and the golden-config snapshot (a test fixture
+#: that a look's new cells make stale until it is regenerated; no build reads it). Changes there do not make a build
+#: ``+dirty``.
+OUTPUT_PATHS = ("results", "conf/decide", "tests/fixtures/golden_configs.json")
 
 
 def git_commit(root: Path = REPO_ROOT) -> str:
     """Short commit hash of the repo at ``root``, with ``+dirty`` when tracked code differs; ``unknown`` outside git.
 
-    Files under :data:`OUTPUT_PATHS` are outputs, not code: rebuilding one table, or a decide look raising a row's
-    seed count, must not mark the next build dirty.
+    Files under :data:`OUTPUT_PATHS` are outputs, not code: rebuilding one table, a decide look raising a row's
+    seed count, or the golden-config snapshot regenerated for the cells it added, must not mark the next build dirty.
     """
     try:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,

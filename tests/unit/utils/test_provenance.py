@@ -1,4 +1,5 @@
-"""``git_commit``: code changes mark a build ``+dirty``; tool-written outputs (results/, conf/decide/) do not."""
+"""``git_commit``: code changes mark a build ``+dirty``; tool-written outputs (results/, conf/decide/, the golden-config
+snapshot) do not."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def _git(root: Path, *args: str) -> None:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    for rel in ("oscrepro/model.py", "conf/decide/cpu.yaml", "conf/train.yaml", "results/t.md"):
+    for rel in ("oscrepro/model.py", "conf/decide/cpu.yaml", "conf/train.yaml", "results/t.md",
+                "tests/fixtures/golden_configs.json", "tests/unit/test_x.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("a\n")
     _git(tmp_path, "init", "-q")
@@ -29,13 +31,13 @@ def test_clean_tree_names_the_commit(repo: Path) -> None:
     assert not git_commit(repo).endswith("+dirty") and git_commit(repo) != "unknown"
 
 
-@pytest.mark.parametrize("rel", ["results/t.md", "conf/decide/cpu.yaml"])
+@pytest.mark.parametrize("rel", ["results/t.md", "conf/decide/cpu.yaml", "tests/fixtures/golden_configs.json"])
 def test_outputs_do_not_dirty(repo: Path, rel: str) -> None:
     (repo / rel).write_text("b\n")
     assert not git_commit(repo).endswith("+dirty")
 
 
-@pytest.mark.parametrize("rel", ["oscrepro/model.py", "conf/train.yaml"])
+@pytest.mark.parametrize("rel", ["oscrepro/model.py", "conf/train.yaml", "tests/unit/test_x.py"])
 def test_code_and_config_dirty(repo: Path, rel: str) -> None:
     (repo / rel).write_text("b\n")
     assert git_commit(repo).endswith("+dirty")
