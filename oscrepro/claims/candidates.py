@@ -167,6 +167,17 @@ def _units(spec: TableSpec, checked: Checked) -> list[str]:
     return units
 
 
+def stale_table(entry: dict | None, n: int) -> str | None:
+    """Why a claim cannot be planned when its table holds fewer seeds (``n``) than the ledger's last look of it
+    (``entry``) was taken at, else None. The table was not rebuilt (or not kept) after that look: planning from it
+    would train nothing new and retake a look already in the ledger, which the look then refuses after the build."""
+    last = (entry or {}).get("looks") or []
+    if last and n < int(last[-1]["n"]):
+        return (f"its table holds n = {n} seeds but look {last[-1]['look']} was taken at n = {last[-1]['n']} "
+                "(results/decide ledger): rebuild the table from its records first")
+    return None
+
+
 def best_look(options: list[tuple[int, float, float]], min_power: float = MIN_POWER
               ) -> tuple[int, float, float] | None:
     """The look to rank a claim by, from its later looks' (N, predictive power, core-seconds): the cheapest per
@@ -242,6 +253,9 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP, min_power: fl
             if cand.reason:
                 continue
             entry = ledger.get(cand.key)
+            cand.reason = stale_table(entry, n)
+            if cand.reason:
+                continue
             cand.pilot = n < 2 and not entry
             cand.looks = (list(entry["schedule"]) if entry
                           else S.plan_looks(PILOT_N if cand.pilot else n, max(claim_cap, n, PILOT_N)))

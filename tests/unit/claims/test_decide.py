@@ -344,3 +344,14 @@ def test_a_look_that_loads_weightless_records_pays_for_their_retraining(tmp_path
         (d / "checkpoints").mkdir()
         (d / "checkpoints" / CKPT_NAME).write_bytes(b"0")
     assert recover_s(spec, "cpu", tmp_path, ["Diff Attention", "Standard"]) == 0.0
+
+
+def test_a_table_older_than_its_last_look_is_not_planned():
+    """A table left at n = 5 after a look at n = 8 (its rebuild not kept) would re-plan the n = 8 look: no runs to
+    train, an analysis rebuilt for nothing, then the look refused. The planner says so instead."""
+    from oscrepro.claims.candidates import stale_table
+
+    entry = {"looks": [{"look": 1, "n": 5}, {"look": 2, "n": 8}]}
+    assert "n = 5 seeds but look 2 was taken at n = 8" in stale_table(entry, 5)
+    assert stale_table(entry, 8) is None and stale_table(entry, 10) is None
+    assert stale_table(None, 3) is None and stale_table({"looks": []}, 3) is None
