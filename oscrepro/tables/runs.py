@@ -91,6 +91,7 @@ def finished_cell_runs(table: str, source: str, budget: str, reqs: Mapping[str, 
     out: dict[str, list[Path]] = {}
     notes: list[str] = []
     missing: list[str] = []
+    missing_rows: dict[str, int] = {}  # missing runs per source row: the list above shows only the first few
     recovered: list[str] = []
     for name, rs in reqs.items():
         out[name] = []
@@ -99,6 +100,7 @@ def finished_cell_runs(table: str, source: str, budget: str, reqs: Mapping[str, 
             if found is None:
                 status = r.record.status().get("status", "missing")
                 missing.append(f"{rows[name]} / {r.cfg.experiment_name} seed {r.cfg.seed}: {r.run_dir} [{status}]")
+                missing_rows[rows[name]] = missing_rows.get(rows[name], 0) + 1
             elif RunRecord(found).status()["status"] == "ok":
                 out[name].append(found)
                 if checkpoints[name]:
@@ -109,6 +111,7 @@ def finished_cell_runs(table: str, source: str, budget: str, reqs: Mapping[str, 
                 notes.append(f"**Excluded:** {name} seed {r.cfg.seed} diverged ({found}).")
     if missing:
         shown = "\n  ".join(missing[:8]) + (f"\n  ... and {len(missing) - 8} more" if len(missing) > 8 else "")
+        shown += "\n  by row: " + "; ".join(f"{row}: {n}" for row, n in missing_rows.items())
         extra = "".join(f" {o}" for o in overrides or [])
         raise MissingRunsError(
             f"table {table} at budget={budget} reads the runs of table {source}; {len(missing)} are missing or "
