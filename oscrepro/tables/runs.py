@@ -13,6 +13,7 @@ training in-process on request (``train_missing``).
 from __future__ import annotations
 
 import shlex
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,7 +92,7 @@ def finished_cell_runs(table: str, source: str, budget: str, reqs: Mapping[str, 
     out: dict[str, list[Path]] = {}
     notes: list[str] = []
     missing: list[str] = []
-    missing_rows: dict[str, int] = {}  # missing runs per source row: the list above shows only the first few
+    missing_rows: Counter[str] = Counter()  # missing runs per source row: the list shows only the first few
     recovered: list[str] = []
     for name, rs in reqs.items():
         out[name] = []
@@ -100,7 +101,7 @@ def finished_cell_runs(table: str, source: str, budget: str, reqs: Mapping[str, 
             if found is None:
                 status = r.record.status().get("status", "missing")
                 missing.append(f"{rows[name]} / {r.cfg.experiment_name} seed {r.cfg.seed}: {r.run_dir} [{status}]")
-                missing_rows[rows[name]] = missing_rows.get(rows[name], 0) + 1
+                missing_rows[rows[name]] += 1
             elif RunRecord(found).status()["status"] == "ok":
                 out[name].append(found)
                 if checkpoints[name]:
