@@ -14,6 +14,8 @@ import time
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+from oscrepro.utils.signals import signals_held
+
 EPOCH_TIME = "time/train_epoch_s"
 WALL_COLUMN = "time/wall_s"
 
@@ -55,7 +57,21 @@ class EpochWallClock(L.Callback):
 class EpochCheckpoint(ModelCheckpoint):
     """``ModelCheckpoint`` that saves at epoch ends only: without ``every_n_train_steps`` or
     ``train_time_interval`` its per-batch hook decides nothing, so it is skipped (about 2 % of a small model's
-    step in the loop)."""
+    step in the loop). Its saves run with the job's signals held (:func:`~oscrepro.utils.signals.signals_held`):
+    a requeue or preemption signal lands after ``last.ckpt`` links to the new checkpoint, never while it links
+    to the one just deleted."""
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        with signals_held():
+            super().on_train_epoch_end(trainer, pl_module)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        with signals_held():
+            super().on_validation_end(trainer, pl_module)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        with signals_held():
+            super().on_train_end(trainer, pl_module)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args, **kwargs) -> None:
         if self._every_n_train_steps or self._train_time_interval is not None:
