@@ -7,7 +7,9 @@ empirical-claim rows of the scoreboard at ``REV`` (``git show REV:results/CLAIMS
 and claim text, and reports, for the claims inconclusive then: which are decided now (and how), which are still
 inconclusive, which are now *not answerable at their budget* (a spec's measured reason that the budget's evidence is an
 artefact: counted apart, never as decided, so that declaring a claim unanswerable cannot pass for deciding it), and
-which cannot be found (a claim whose text changed or that was removed: listed, never guessed).
+which cannot be found (a claim removed, or reworded without saying so: listed, never guessed). A claim whose text was
+changed on purpose declares its earlier wording in its spec (``was:``, :func:`rewordings`): the census follows it to
+today's text and shows both.
 Claims new since ``REV`` are counted apart. The scoreboard's "Project findings" sections (the leaderboard's own
 claims, not a paper's) are reported apart from the papers'.
 
@@ -90,6 +92,7 @@ class Census:
     lost: list[Row] = field(default_factory=list)  # not found today by section and text
     unanswerable: list[tuple[Row, Row]] = field(default_factory=list)  # (then, now): not answerable now, not decided
     new: Counter[str] = field(default_factory=Counter)  # verdicts of claims absent at the baseline
+    reworded: dict[str, str] = field(default_factory=dict)  # baseline text -> today's, for claims followed by ``was``
 
     def counts(self, finding: bool) -> Tally:
         """The fate of the papers' (or the findings') claims inconclusive at the baseline, one count per fate."""
@@ -100,12 +103,26 @@ class Census:
         return Tally(decided + still + unanswerable + lost, decided, still, unanswerable, lost)
 
 
-def census(then: dict[tuple[str, str], Row], now: dict[tuple[str, str], Row], since: str) -> Census:
-    """Match the baseline's inconclusive empirical claims with today's rows (module docstring)."""
+def rewordings() -> dict[tuple[str, str], str]:
+    """(paper, earlier text) -> today's text, for every claim whose spec declares earlier wordings (``was:``)."""
+    from oscrepro.claims.scoreboard import load_claims
+    from oscrepro.tables.spec import available_tables
+
+    return {(cl.paper, old): cl.text for key in available_tables() for cl in load_claims(key) for old in cl.was}
+
+
+def census(then: dict[tuple[str, str], Row], now: dict[tuple[str, str], Row], since: str,
+           reworded: dict[tuple[str, str], str] | None = None) -> Census:
+    """Match the baseline's inconclusive empirical claims with today's rows (module docstring); ``reworded``
+    (:func:`rewordings`) maps a (section, earlier text) to today's text of the same claim."""
     out = Census(since)
+    reworded = reworded or {}
     for key, row in then.items():
         if row.verdict != "inconclusive":
             continue
+        if key not in now and key in reworded and (key[0], reworded[key]) in now:
+            out.reworded[row.text] = reworded[key]
+            key = (key[0], reworded[key])
         today = now.get(key)
         if today is None:
             out.lost.append(row)
@@ -143,12 +160,19 @@ def _escaped(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _worded(c: Census, then: Row) -> str:
+    """The baseline's text of a claim, with today's when its spec declares the change (``was:``)."""
+    now = c.reworded.get(then.text)
+    return then.text if now is None else f"{then.text} (reworded since, spec `was:`; today: \"{now}\")"
+
+
 def render(c: Census, costs: dict[str, tuple[str, int, int, float]] | None = None) -> str:
     """The census as markdown; ``costs`` (:func:`ledger_costs`) adds how each decided claim was decided."""
     costs = costs or {}
     lines = [f"# Census of inconclusive verdicts since `{c.since}`", "",
              "Empirical claims inconclusive in `results/CLAIMS.md` at that revision, matched with today's scoreboard "
-             "by paper section and claim text (`python -m oscrepro.claims.census`; exact checks are not counted).", ""]
+             "by paper section and claim text, or an earlier text its spec declares (`was:`) "
+             "(`python -m oscrepro.claims.census`; exact checks are not counted).", ""]
     for finding, name in ((False, "Papers' claims"), (True, "Project findings (leaderboard)")):
         base, decided, still, unanswerable, lost = c.counts(finding)
         if not base:
@@ -162,16 +186,17 @@ def render(c: Census, costs: dict[str, tuple[str, int, int, float]] | None = Non
               "the table rebuilt on seeds raised for another claim or built anew (judged by the scoreboard).", "",
               "| section | claim | verdict now | how | numbers now |", "|---|---|---|---|---|"]
     for then, now in c.decided:
-        how = ("table rebuilt on more seeds" if then.text not in costs else
-               "planner look {1} (n = {2}), {3:.2f} core-h: `{0}`".format(*costs[then.text]))
-        lines.append(f"| {then.section} | {_escaped(then.text)} | {now.verdict} | {how} | "
+        text = now.text if then.text in c.reworded else then.text
+        how = ("table rebuilt on more seeds" if text not in costs else
+               "planner look {1} (n = {2}), {3:.2f} core-h: `{0}`".format(*costs[text]))
+        lines.append(f"| {then.section} | {_escaped(_worded(c, then))} | {now.verdict} | {how} | "
                      f"{_escaped(now.numbers)} |")
-    lines += ["", "## Still inconclusive", ""] + [f"- {r.section}: {r.text}" for r in c.still]
+    lines += ["", "## Still inconclusive", ""] + [f"- {r.section}: {_worded(c, r)}" for r in c.still]
     if c.unanswerable:
         lines += ["", "## Not answerable at their budget now (not decided)", ""]
-        lines += [f"- {then.section}: {then.text} — {_escaped(now.numbers)}" for then, now in c.unanswerable]
+        lines += [f"- {then.section}: {_worded(c, then)} — {_escaped(now.numbers)}" for then, now in c.unanswerable]
     if c.lost:
-        lines += ["", "## Not found today (text changed or claim removed)", ""]
+        lines += ["", "## Not found today (claim removed, or text changed without a spec `was:`)", ""]
         lines += [f"- {r.section}: {r.text}" for r in c.lost]
     new = ", ".join(f"{n} {v}" for v, n in sorted(c.new.items())) or "none"
     lines += ["", f"**Claims new since `{c.since}`** (tables built since, or claims added): {new}.", ""]
@@ -195,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None, help="also write the census markdown here")
     args = parser.parse_args(argv)
     text = render(census(empirical_rows(scoreboard_at(args.since)),
-                         empirical_rows(Path(args.scoreboard).read_text()), args.since),
+                         empirical_rows(Path(args.scoreboard).read_text()), args.since, rewordings()),
                   ledger_costs(Path(args.results_dir)))
     print(text, end="")
     if args.out:

@@ -76,6 +76,7 @@ class Claim:
     weight: str = "supporting"  # one of WEIGHTS
     kind_of_claim: str = "empirical"  # one of CLAIM_KINDS
     not_answerable: dict[str, str] = field(default_factory=dict)  # budget -> the measured reason
+    was: tuple[str, ...] = ()  # earlier wordings of ``text`` (spec ``was:``): the census follows the claim through them
 
     @property
     def paper(self) -> str:
@@ -147,10 +148,15 @@ def load_claims(key: str, conf_dir: Path = CONF_DIR) -> list[Claim]:
                 isinstance(v, str) and v.strip() for v in not_answerable.values()):
             raise ClaimError(f"{key}: claim {c['id']!r} not_answerable={not_answerable!r}; write it as "
                              "{<cpu|paper>: \"<the measured reason>\"}")
-        quote = c.get("quote")
+        quote, was = c.get("quote"), c.get("was") or []
+        if isinstance(was, str):
+            was = [was]
+        if not isinstance(was, list) or not all(isinstance(w, str) and w.strip() and w != c["text"] for w in was):
+            raise ClaimError(f"{key}: claim {c['id']!r} was={was!r}; write it as a list of the claim's earlier "
+                             "texts (each non-empty and unlike today's)")
         claims.append(Claim(key, str(c["id"]), str(c["text"]), str(c["where"]), dict(c["check"]), budgets,
                             None if quote is None else " ".join(str(quote).split()), weight, kind_of_claim,
-                            {str(b): " ".join(str(r).split()) for b, r in not_answerable.items()}))
+                            {str(b): " ".join(str(r).split()) for b, r in not_answerable.items()}, tuple(was)))
     return claims
 
 

@@ -64,3 +64,22 @@ def test_a_claim_declared_not_answerable_is_not_counted_as_decided():
     text = render(c)
     assert "1 decided (50% fewer), 1 not answerable at their budget now (not counted as decided)" in text
     assert "## Not answerable at their budget now (not decided)" in text and "| fqo | A |" not in text
+
+
+def test_a_claim_reworded_with_a_declared_was_is_followed_and_an_undeclared_one_is_lost():
+    then = _board({"fqo": [("Old words", "❔ inconclusive"), ("Silently changed", "❔ inconclusive")]})
+    now = _board({"fqo": [("New words", "✅ holds"), ("Changed silently", "✅ holds")]})
+    c = census(empirical_rows(then), empirical_rows(now), "abc123", {("fqo", "Old words"): "New words"})
+    assert c.counts(finding=False) == (2, 1, 0, 0, 1)
+    assert [(t.text, n.text) for t, n in c.decided] == [("Old words", "New words")]
+    assert [r.text for r in c.lost] == ["Silently changed"]  # never guessed
+    text = render(c, {"New words": ("x@cpu", 3, 10, 0.59)})
+    assert ('| fqo | Old words (reworded since, spec `was:`; today: "New words") | holds | planner look 3 (n = 10)'
+            in text)
+
+
+def test_the_committed_specs_declare_the_t6_rewording():
+    from oscrepro.claims.census import rewordings
+
+    assert rewordings()[("fqo", "Sequential initialization reduces mean error 4.6x at d_osc = 2 at no additional "
+                                "cost")].startswith("Sequential initialization lowers the mean ODE error")

@@ -113,6 +113,9 @@ def test_malformed_claims_are_one_clear_error(tree: tuple[Path, Path]) -> None:
     write_table(results / "toy" / "cpu" / "t.csv", {"A": (90.0, 0.2, 3), "B": (80.0, 0.2, 3), "C": (95.0, 0.2, 3)}, {})
     with pytest.raises(ClaimError, match=r"names cell \('D', 'acc'\), not in the table"):
         check_all(results, conf)
+    path.write_text(SPEC.replace("  where: T1\n", "  where: T1\n  was: 7\n", 1))
+    with pytest.raises(ClaimError, match="was=7; write it as a list of the claim's earlier texts"):
+        load_claims("toy/t", conf)
 
 
 def test_analysis_tables_are_read_by_first_column_and_rendered_numbers(tmp_path: Path) -> None:
