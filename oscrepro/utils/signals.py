@@ -28,7 +28,7 @@ def signals_held(signals: tuple[signal.Signals, ...] = HELD) -> Iterator[list[si
     """Inside the block, ``signals`` are recorded instead of handled; on leaving it (also by an error) the original
     handlers are restored and each recorded signal is raised again, in arrival order, once per signal, so its own
     handler (or default action) runs then. Yields the list of signals held so far. Outside the main thread (where
-    handlers cannot be set) it holds nothing."""
+    handlers cannot be set) it holds nothing, nor a signal whose handler was installed outside Python."""
     held: list[signal.Signals] = []
     if threading.current_thread() is not threading.main_thread():
         yield held
@@ -38,7 +38,8 @@ def signals_held(signals: tuple[signal.Signals, ...] = HELD) -> Iterator[list[si
         if signum not in held:
             held.append(signal.Signals(signum))
 
-    previous = {sig: signal.signal(sig, hold) for sig in signals}
+    # a handler installed outside Python (getsignal: None) could not be put back: such a signal is not held
+    previous = {sig: signal.signal(sig, hold) for sig in signals if signal.getsignal(sig) is not None}
     try:
         yield held
     finally:
