@@ -19,6 +19,7 @@ from oscrepro.claims.ledger import load_ledger
 from oscrepro.claims.power import PILOT_POWER, ordering_power, predictive_power, spread_power, trend_power
 from oscrepro.claims.prices import (
     analysis_seed_cost,
+    here_kind,
     own_cells,
     recover_s,
     run_costs,
@@ -76,6 +77,7 @@ class Candidate:
     pending: dict[int, dict[str, float]] = field(default_factory=dict)  # seed -> {run config: core-s} to train
     source: tuple[str, list[str]] | None = None  # an analysis decided through its source table's rows (docstring)
     recover_s: float = 0.0  # core-s of retraining source records kept without the weights a look loads (once)
+    priced_on: frozenset[str] = frozenset()  # other CPU kinds that priced it: no record of this machine's kind
 
     @property
     def target(self) -> tuple[str, list[str]]:
@@ -270,8 +272,8 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP, min_power: fl
                     cand.run_s *= len(cand.rows) / max(own_cells(cells), 1)
             else:
                 table, rows = cand.target
-                cand.run_s, cand.have_s, cand.pending = run_costs(table, budget, rows, results,
-                                                                   range(n, cand.looks[-1]))
+                cand.run_s, cand.have_s, cand.pending, cand.priced_on = run_costs(table, budget, rows, results,
+                                                                                   range(n, cand.looks[-1]))
             if spec.kind != "runs":  # weights the look loads, kept without them: their retraining is part of the price
                 cand.recover_s = recover_s(spec, budget, results, (cand.source[1] if cand.source else
                                                                     [str(r["row"]) for r in refs]))
@@ -317,8 +319,13 @@ def render_plan(cands: list[Candidate], budget: str, core_hours: float) -> str:
                 ).replace("|", "\\|")  # a cell key's separator inside a markdown cell
         lines.append(f"| {i} | {c.checked.claim.id} | {c.checked.claim.table} | {rows} | {c.n_now} | "
                      f"{', '.join(map(str, c.looks))} | {c.best_n} | {'pilot' if c.pilot else f'{c.power:.2f}'} | "
-                     f"{c.cost_s / 60:.1f}{f' (incl. weights {c.recover_s / 60:.0f})' if c.recover_s else ''} | "
-                     f"{c.score / 60:.1f} |")
+                     f"{c.cost_s / 60:.1f}{f' (incl. weights {c.recover_s / 60:.0f})' if c.recover_s else ''}"
+                     f"{' †' if c.priced_on else ''} | {c.score / 60:.1f} |")
+    elsewhere = sorted({kind for c in live for kind in c.priced_on})
+    if elsewhere:
+        lines += ["", f"† Priced only from records trained on another CPU kind ({'; '.join(elsewhere)}); this "
+                  f"machine is {here_kind()}. The same run can cost several times more or less here (bf16 on a CPU "
+                  "without native bf16 support): the other prices come from records of this kind."]
     lines += ["", f"Left out ({len(cands) - len(live)}):", ""]
     lines += [f"- {c.checked.claim.id} ({c.checked.claim.table}): {c.reason}" for c in cands if c.reason]
     return "\n".join(lines) + "\n"

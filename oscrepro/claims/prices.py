@@ -1,30 +1,74 @@
 """What one more seed (or trial) of a claim's cells costs, from the run records: the prices of
 :mod:`oscrepro.claims.candidates`. A record's cost is its ``cpu_time_s`` (the process's CPU time while it trained),
 or, in a record written before that field existed, ``wall_time_s`` x ``torch_threads``; weights a look loads from
-records kept without them are priced at those records' cost (:func:`recover_s`)."""
+records kept without them are priced at those records' cost (:func:`recover_s`).
+
+A cell's price comes from its records trained on this machine's CPU kind when it has any (:func:`here_or_all`): the
+same bf16 run costs several times more on a CPU without native bf16 (coupledqk Table 1's Euler seeds 3-4, priced at
+16 core-min from AMD EPYC records, took 83 on an Intel Xeon without it, 2026-11-28). A cell with records of other
+kinds only is priced from them and named (``elsewhere``), so the plan can say that its price may be far off here."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
+from typing import NamedTuple
 
 from oscrepro.claims.scoreboard import _float
 from oscrepro.tables.spec import TRIAL_CORE_S, TableSpec, cell_key, load_spec
 
 
-def run_costs(key: str, budget: str, rows: list[str], results: Path, extra_seeds: range = range(0)
-               ) -> tuple[float, dict[int, float], dict[int, dict[str, float]]]:
-    """Core-seconds of one more seed of every run-backed cell of ``rows`` (mean recorded run time × threads; nan
-    when no finished record of those cells carries a run time), and, for each seed of ``extra_seeds``, the part of
-    that already covered by finished records of that seed (rows whose seeds another claim or table trained), and
-    the runs still to train, keyed by their config (overrides and seed) with their price: two claims that need the
-    same new run are charged for it once."""
+class RunCosts(NamedTuple):
+    """What one more seed of a claim's run-backed cells costs (:func:`run_costs`)."""
+
+    run_s: float  # core-seconds of one more seed of every cell (nan when a cell has no finished, timed record)
+    have: dict[int, float]  # seed -> the part of run_s its finished records already cover
+    pending: dict[int, dict[str, float]]  # seed -> {run config (overrides and seed): core-s} still to train
+    elsewhere: frozenset[str]  # CPU kinds that priced a cell without a record of this machine's kind (empty: none)
+
+
+def cpu_kind(device: str) -> str:
+    """The CPU model of a record's ``device`` (``cpu: Intel(R) Xeon(R) Processor @ 2.50GHz (2 cores)`` ->
+    ``Intel(R) Xeon(R) Processor``): records name it with or without the clock and with their core count."""
+    kind = re.sub(r"^cpu:\s*", "", device.strip())
+    return re.sub(r"\s*\(\d+ cores\)$|\s*@\s*[\d.]+\s*GHz", "", kind).strip()
+
+
+def here_kind() -> str:
+    """This machine's CPU kind (:func:`cpu_kind` of the device a CPU run here records)."""
+    from oscrepro.utils.provenance import device_name
+
+    return cpu_kind(device_name("cpu"))
+
+
+def here_or_all(times: list[tuple[str, float]], here: str) -> tuple[float, frozenset[str]]:
+    """The mean of ``(cpu kind, core-s)`` over the records of kind ``here`` when there are any, else over all,
+    with the kinds that priced it then (nan and no kinds when ``times`` is empty)."""
+    mine = [t for kind, t in times if kind == here]
+    if mine:
+        return sum(mine) / len(mine), frozenset()
+    if not times:
+        return math.nan, frozenset()
+    return sum(t for _, t in times) / len(times), frozenset(kind for kind, _ in times)
+
+
+def run_costs(key: str, budget: str, rows: list[str], results: Path, extra_seeds: range = range(0),
+              here: str | None = None) -> RunCosts:
+    """Core-seconds of one more seed of every run-backed cell of ``rows`` (each cell's mean recorded run time,
+    from its records of CPU kind ``here`` (default: this machine's) where it has any: :func:`here_or_all`), and,
+    for each seed of ``extra_seeds``, the part of that already covered by finished records of that seed (rows whose
+    seeds another claim or table trained), and the runs still to train, keyed by their config (overrides and seed)
+    with their price: two claims that need the same new run are charged for it once."""
     from oscrepro.runs.lookup import RunRequest, find_record
     from oscrepro.tables.build import planned_cells
 
+    here = here_kind() if here is None else here
+    none = RunCosts(math.nan, {}, {}, frozenset())
     spec, cells, _ = planned_cells(load_spec(key), budget, results, [])  # exactly the runs a build reads
     per_run: dict[Path, tuple[float, list[str]]] = {}  # one entry per distinct run config (a run's metric columns)
+    elsewhere: set[str] = set()
     for (ri, _col), reqs in cells.items():
         if not in_units(spec.rows[ri].label, _col, rows) or not reqs or reqs[0].run_dir in per_run:
             continue
@@ -32,13 +76,14 @@ def run_costs(key: str, budget: str, rows: list[str], results: Path, extra_seeds
         for r in reqs:
             st = r.record.status()
             if st.get("status") == "ok" and st.get("wall_time_s"):
-                times.append(status_core_s(st))
-        if not times:
-            return math.nan, {}, {}
-        per_run[reqs[0].run_dir] = (sum(times) / len(times),
-                                    [o for o in reqs[0].overrides if not o.startswith("seed=")])
+                times.append((cpu_kind(str(st.get("device", ""))), status_core_s(st)))
+        price, kinds = here_or_all(times, here)
+        if not math.isfinite(price):
+            return none
+        elsewhere |= kinds
+        per_run[reqs[0].run_dir] = (price, [o for o in reqs[0].overrides if not o.startswith("seed=")])
     if not per_run:  # no run-backed cell in those rows
-        return math.nan, {}, {}
+        return none
     have: dict[int, float] = {}
     pending: dict[int, dict[str, float]] = {}
     for seed in extra_seeds:  # the request a build would make for this seed: its record may exist already
@@ -48,7 +93,7 @@ def run_costs(key: str, budget: str, rows: list[str], results: Path, extra_seeds
                 have[seed] = have.get(seed, 0.0) + t
             else:
                 pending.setdefault(seed, {})[" ".join(sorted(overrides))] = t
-    return sum(t for t, _ in per_run.values()), have, pending
+    return RunCosts(sum(t for t, _ in per_run.values()), have, pending, frozenset(elsewhere))
 
 
 def in_units(label: str, column: str, units: list[str]) -> bool:

@@ -160,7 +160,7 @@ def test_existing_seeds_cost_nothing():
 
     rows = ["Hamiltonian (coupled, 1 x steps)", "Standard (1 x steps)"]
     # seed 11 is past every committed seed of these rows (the planner's cap is 10 seeds: 0-9)
-    run_s, have, _ = run_costs("coupledqk/compute_matched", "cpu", rows, Path("results"), range(3, 12))
+    run_s, have, *_ = run_costs("coupledqk/compute_matched", "cpu", rows, Path("results"), range(3, 12), AMD)
     assert math.isfinite(run_s) and run_s > 100
     assert have.get(3) == pytest.approx(run_s) and have.get(4) == pytest.approx(run_s)
     assert 11 not in have
@@ -299,9 +299,11 @@ def test_a_claim_on_one_column_raises_that_column_only(tmp_path: Path):
     checked = next(c for c in check_table(key, "cpu", Path("results")) if c.claim.id == "cqk-t6-medium-above-standard")
     units = _units(load_spec(key), checked)
     assert units == [cell_key("Coupled QK (Hamiltonian)", "medium"), cell_key("Standard", "medium")]
-    cell_s, _, _ = run_costs(key, "cpu", units, Path("results"))
-    row_s, _, _ = run_costs(key, "cpu", ["Coupled QK (Hamiltonian)", "Standard"], Path("results"))
-    assert 0 < cell_s < row_s / 3  # the medium runs only (≈ 920 s of ≈ 9,800 s per seed of both rows)
+    # priced as on the Intel Xeon that trained most of these records (two AMD records of Standard | medium are
+    # wall-time priced at 4,132 and 7,478 core-s: trained beside other work)
+    cell_s = run_costs(key, "cpu", units, Path("results"), here=INTEL).run_s
+    row_s = run_costs(key, "cpu", ["Coupled QK (Hamiltonian)", "Standard"], Path("results"), here=INTEL).run_s
+    assert 0 < cell_s < row_s / 3  # the medium runs only (≈ 1,060 s of ≈ 7,700 s per seed of both rows)
 
     conf = tmp_path / "conf"
     (conf / "table" / "coupledqk").mkdir(parents=True)
@@ -355,3 +357,25 @@ def test_a_table_older_than_its_last_look_is_not_planned():
     assert "n = 5 seeds but look 2 was taken at n = 8" in stale_table(entry, 5)
     assert stale_table(entry, 8) is None and stale_table(entry, 10) is None
     assert stale_table(None, 3) is None and stale_table({"looks": []}, 3) is None
+
+
+AMD, INTEL = "AMD EPYC", "Intel(R) Xeon(R) Processor"  # the CPU kinds of the committed records
+
+
+def test_a_cell_is_priced_from_records_of_this_machines_cpu_kind_where_it_has_any():
+    """coupledqk Table 1's Euler row: 3 records trained on AMD EPYC (bf16 native) and 2 on an Intel Xeon without
+    native bf16 (the planner's look 2, 2026-11-28). Priced on each kind from that kind's records alone; on a kind
+    with no record, from all of them, and the plan names the kinds that priced it."""
+    from oscrepro.claims.prices import cpu_kind, here_or_all, run_costs
+
+    assert cpu_kind("cpu: Intel(R) Xeon(R) Processor @ 2.50GHz (2 cores)") == INTEL
+    assert cpu_kind("cpu: Intel(R) Xeon(R) Processor (2 cores)") == INTEL and cpu_kind("cpu: AMD EPYC (2 cores)") == AMD
+    assert here_or_all([(AMD, 1.0), (INTEL, 5.0), (INTEL, 7.0)], INTEL) == (6.0, frozenset())
+    assert here_or_all([(AMD, 1.0), (INTEL, 5.0)], "Other") == (3.0, frozenset({AMD, INTEL}))
+    row = ["Euler (coupled)"]
+    amd = run_costs("coupledqk/table1", "cpu", row, Path("results"), here=AMD)
+    intel = run_costs("coupledqk/table1", "cpu", row, Path("results"), here=INTEL)
+    other = run_costs("coupledqk/table1", "cpu", row, Path("results"), here="Other CPU")
+    assert amd.elsewhere == intel.elsewhere == frozenset() and other.elsewhere == frozenset({AMD, INTEL})
+    assert intel.run_s > 3 * amd.run_s  # measured: ≈ 2,490 core-s per run against ≈ 480
+    assert amd.run_s < other.run_s < intel.run_s
