@@ -31,7 +31,9 @@ Optional fields of a claim, read by the counting (:mod:`oscrepro.claims.tally`) 
 * ``not_answerable: {<budget>: "<measured reason>"}``: at that budget the evidence is an artefact of the budget (a
   parameter that never left its initialisation, timings taken under load, a data set too small to train on), so
   the verdict is shown with the reason but counted neither for nor against the paper. With ``budgets: [paper]`` it
-  says why the other budget is not judged.
+  says why the other budget is not judged;
+* ``was: ["<earlier text>", ...]``: the claim's earlier wordings, when its ``text`` was changed (to say what its
+  check reads, say): the census of inconclusive verdicts (:mod:`oscrepro.claims.census`) follows it through them.
 """
 
 from __future__ import annotations
