@@ -186,9 +186,8 @@ def render(c: Census, costs: dict[str, tuple[str, int, int, float]] | None = Non
               "the table rebuilt on seeds raised for another claim or built anew (judged by the scoreboard).", "",
               "| section | claim | verdict now | how | numbers now |", "|---|---|---|---|---|"]
     for then, now in c.decided:
-        text = now.text if then.text in c.reworded else then.text
-        how = ("table rebuilt on more seeds" if text not in costs else
-               "planner look {1} (n = {2}), {3:.2f} core-h: `{0}`".format(*costs[text]))
+        how = ("table rebuilt on more seeds" if now.text not in costs else  # today's text: the ledger's claim
+               "planner look {1} (n = {2}), {3:.2f} core-h: `{0}`".format(*costs[now.text]))
         lines.append(f"| {then.section} | {_escaped(_worded(c, then))} | {now.verdict} | {how} | "
                      f"{_escaped(now.numbers)} |")
     lines += ["", "## Still inconclusive", ""] + [f"- {r.section}: {_worded(c, r)}" for r in c.still]

@@ -10,6 +10,7 @@ kinds only is priced from them and named (``elsewhere``), so the plan can say th
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -36,8 +37,10 @@ def cpu_kind(device: str) -> str:
     return re.sub(r"\s*\(\d+ cores\)$|\s*@\s*[\d.]+\s*GHz", "", kind).strip()
 
 
+@functools.cache
 def here_kind() -> str:
-    """This machine's CPU kind (:func:`cpu_kind` of the device a CPU run here records)."""
+    """This machine's CPU kind (:func:`cpu_kind` of the device a CPU run here records; read once: every claim's
+    price asks for it)."""
     from oscrepro.utils.provenance import device_name
 
     return cpu_kind(device_name("cpu"))
