@@ -14,6 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from oscrepro.claims import seed_pairs
 from oscrepro.claims import sequential as S
 from oscrepro.claims.ledger import load_ledger
 from oscrepro.claims.power import PILOT_POWER, ordering_power, predictive_power, spread_power, trend_power
@@ -109,12 +110,19 @@ class Candidate:
         return self.cost_s / power if power > 0 else math.inf
 
 
-def _effect_spread(checked: Checked, cells: dict) -> tuple[float, float, int, float, float | None]:
+def _effect_spread(checked: Checked, cells: dict, results: Path | None = None
+                   ) -> tuple[float, float, int, float, float | None]:
     """(effect, one-seed spread, n per cell, boundary lo, band hi or None) of a claim from its table's cells, read
-    as the scoreboard reads them (:func:`oscrepro.claims.scoreboard._stats`)."""
+    as the scoreboard reads them (:func:`oscrepro.claims.scoreboard._stats`). A difference declaring seed-matched
+    runs (``pair_seeds``, :mod:`oscrepro.claims.seed_pairs`) is planned by its per-seed difference (with
+    ``results``, where the runs' seeds are): the looks the planner prices are the design's next ones, which the
+    pairing judges once its ``from_look`` is reached."""
     c, claim = checked.claim.check, checked.claim
     if c["kind"] in ("difference", "equivalent"):
         a, b = _stats(cells, c["a"], claim), _stats(cells, c["b"], claim)
+        if results is not None and seed_pairs.declared(c):
+            matched = seed_pairs.seed_matched(a, b, results)
+            a, b = matched if not isinstance(matched, str) else (a, b)
         spread, effect, n = math.sqrt(a.std**2 + b.std**2), a.mean - b.mean, min(a.n, b.n)
         diffs = paired_differences(a, b)
         if diffs is not None:  # the same runs: one seed's spread is the spread of the per-run difference
@@ -133,8 +141,9 @@ def _claim_n(checked: Checked, cells: dict) -> int:
     return min(_stats(cells, r, checked.claim).n for r in claim_refs(checked.claim))
 
 
-def _power(checked: Checked, cells: dict, n_final: int, level: float) -> float:
-    """Predictive power of the claim's look at ``n_final`` seeds per cell (:mod:`oscrepro.claims.power`)."""
+def _power(checked: Checked, cells: dict, n_final: int, level: float, results: Path | None = None) -> float:
+    """Predictive power of the claim's look at ``n_final`` seeds per cell (:mod:`oscrepro.claims.power`;
+    ``results``: :func:`_effect_spread`)."""
     c, claim = checked.claim.check, checked.claim
     if c["kind"] == "ordering":
         return ordering_power([_stats(cells, r, claim) for r in c["cells"]], c["direction"], n_final, level)
@@ -142,7 +151,7 @@ def _power(checked: Checked, cells: dict, n_final: int, level: float) -> float:
         return trend_power([float(x) for x in c["x"]], [_stats(cells, r, claim) for r in c["cells"]], n_final, level)
     if c["kind"] == "spread_ratio":
         return spread_power(_stats(cells, c["a"], claim), _stats(cells, c["b"], claim), n_final, level)
-    effect, spread, n, lo, hi = _effect_spread(checked, cells)
+    effect, spread, n, lo, hi = _effect_spread(checked, cells, results)
     return predictive_power(effect, spread, n, n_final, level, lo, hi)
 
 
@@ -287,7 +296,7 @@ def candidates(budget: str, results: Path, cap: int = DEFAULT_CAP, min_power: fl
             levels = S.look_levels(cand.looks)
             # (N, power, cost) of each later look; the best is the cheapest per expected decision among looks with
             # power ≥ min_power (a free look with little power must not hide a dearer one that can decide)
-            options = [(m, _power(checked, cells, m, level), cand.cost_to(m))
+            options = [(m, _power(checked, cells, m, level, results), cand.cost_to(m))
                        for m, level in zip(cand.looks, levels, strict=True) if m > n]
             chosen = best_look(options, min_power)
             if chosen:

@@ -117,7 +117,8 @@ def take_look(cand: Candidate, results: Path, budget: str, core_s: float | None 
                            f"missing run? (see the table's .md); the look is not taken")
     level = S.look_levels(looks)[k]
     claim = cand.checked.claim
-    verdict = check_claim(type(claim)(**{**claim.__dict__, "check": {**claim.check, "level": level}}), cells)
+    verdict = check_claim(type(claim)(**{**claim.__dict__, "check": {**claim.check, "level": level}}), cells, results,
+                          look=k + 1)
     look = {"look": k + 1, "n": n, "level": level, "status": verdict.status, "effect": verdict.effect,
             "ci": list(verdict.ci), "detail": verdict.detail}
     if core_s is not None:

@@ -49,6 +49,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from oscrepro.claims import seed_pairs
 from oscrepro.claims import verdict as V
 from oscrepro.claims.ledger import ledger_verdict, load_ledger
 from oscrepro.runs.compose import CONF_DIR
@@ -150,6 +151,9 @@ def load_claims(key: str, conf_dir: Path = CONF_DIR) -> list[Claim]:
                 isinstance(v, str) and v.strip() for v in not_answerable.values()):
             raise ClaimError(f"{key}: claim {c['id']!r} not_answerable={not_answerable!r}; write it as "
                              "{<cpu|paper>: \"<the measured reason>\"}")
+        bad_pairing = seed_pairs.validate(c["check"])
+        if bad_pairing:
+            raise ClaimError(f"{key}: claim {c['id']!r}: {bad_pairing}")
         quote, was = c.get("quote"), c.get("was") or []
         if isinstance(was, str):
             was = [was]
@@ -247,11 +251,35 @@ def _stats(cells: Cells, ref: dict[str, str], claim: Claim) -> V.CellStats:
     return V.CellStats(_float(line.get("ours_mean")), _float(line.get("ours_std")), n, decode_units(line.get("units")))
 
 
-def check_claim(claim: Claim, cells: Cells) -> V.Verdict:
-    """The verdict of one claim on one table's cells."""
+def _pair(claim: Claim, cells: Cells, results: Path | None) -> tuple[V.CellStats, V.CellStats]:
+    """The claim's cells a and b keyed by seed (its spec's ``pair_seeds``: :mod:`oscrepro.claims.seed_pairs`)."""
+    if results is None:
+        raise ClaimError(f"{claim.table}: claim {claim.id!r} pairs by seed: judging it needs the results directory "
+                         "(the runs' records hold their seeds)")
+    got = seed_pairs.seed_matched(_stats(cells, claim.check["a"], claim), _stats(cells, claim.check["b"], claim),
+                                  results)
+    if isinstance(got, str):
+        raise ClaimError(f"{claim.table}: claim {claim.id!r} declares seed-matched runs ({seed_pairs.FIELD}) but "
+                         f"{got}")
+    return got
+
+
+def _seed_matched(v: V.Verdict) -> V.Verdict:
+    """A paired verdict's wording when its pairs are two models' runs of one seed, not cells of the same runs."""
+    detail = v.detail.replace("paired t over the same runs", "paired t over seed-matched runs of the two models")
+    return V.Verdict(v.status, "paired t (seed-matched)", v.effect, v.ci, detail)
+
+
+def check_claim(claim: Claim, cells: Cells, results: Path | None = None, look: int | None = None) -> V.Verdict:
+    """The verdict of one claim on one table's cells. ``look``: the group-sequential look it judges (None: a
+    fixed-sample verdict), which says whether a check declaring ``pair_seeds`` pairs by seed yet (``results``: where
+    the runs' records are, to read their seeds)."""
     c = claim.check
     level = float(c.get("level", 0.95))
     kind = c["kind"]
+    if kind == "difference" and seed_pairs.applies(c, look):
+        a, b = _pair(claim, cells, results)
+        return _seed_matched(V.difference(a, b, c["sign"], level, float(c.get("margin", 0.0))))
     if kind == "difference":
         return V.difference(_stats(cells, c["a"], claim), _stats(cells, c["b"], claim), c["sign"], level,
                             float(c.get("margin", 0.0)))
@@ -290,14 +318,14 @@ def check_sibling(claim: Claim, cells: Cells, budget: str, results: Path, conf_d
 
     c = claim.check
     if c["kind"] == "within" and c.get("exact"):
-        return check_claim(claim, cells)
+        return check_claim(claim, cells, results)
     refs = claim_refs(claim)
     n = max(_stats(cells, r, claim).n for r in refs)
     sib = sibling_level(claim.table, budget, list(dict.fromkeys(str(r["row"]) for r in refs)), n, results, conf_dir)
     if sib is None:
-        return check_claim(claim, cells)
+        return check_claim(claim, cells, results)
     level, why = sib
-    v = check_claim(replace(claim, check={**c, "level": level}), cells)
+    v = check_claim(replace(claim, check={**c, "level": level}), cells, results)
     return V.Verdict(v.status, v.test, v.effect, v.ci, f"{v.detail}; {why}")
 
 
@@ -349,7 +377,7 @@ def check_table(key: str, budget: str, results: Path, conf_dir: Path = CONF_DIR,
         try:
             entry = ledger.get(f"{cl.id}@{budget}")
             verdict = (ledger_verdict(entry) if entry and entry.get("looks")
-                       else check_claim(cl, cells) if variant
+                       else check_claim(cl, cells, results) if variant
                        else check_sibling(cl, cells, budget, results, conf_dir))
             out.append(Checked(cl, budget, verdict, path.with_suffix(".md"), variant))
         except ValueError as err:  # ClaimError is a ValueError; the verdict's ValueErrors are claim mistakes too

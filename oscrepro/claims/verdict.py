@@ -24,7 +24,9 @@ Rules, and why:
   the same runs their covariance enters the variance of the difference (Var(a − b) = Var a + Var b − 2 Cov), so
   Welch is too wide under positive correlation and too narrow, i.e. anti-conservative, under negative correlation.
   Seeds of two different models are not paired by this rule even when their seeds match: their independence is
-  what Welch assumes, and pairing them would be an analysis chosen after the fact.
+  what Welch assumes, and pairing them would be an analysis chosen after the fact. The one exception is declared in
+  the claim's spec, with the reason the runs are seed-matched by construction and the look it applies from
+  (``pair_seeds``: common random numbers, :mod:`oscrepro.claims.seed_pairs`).
 * :func:`ordering`: claim that cells strictly increase (or decrease) in the given order. Each adjacent pair is a
   :func:`difference` at the Bonferroni level ``1 − (1 − level)/(k − 1)`` so that the chain as a whole, not each
   link, has the stated level. All pairs hold → holds; any pair contradicted → contradicted (one reversed link
