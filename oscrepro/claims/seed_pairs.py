@@ -25,6 +25,7 @@ spends its own alpha on the paired test only. A fixed-sample verdict (no ledger)
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -62,16 +63,19 @@ def applies(check: dict[str, Any], look: int | None) -> bool:
     return spec is not None and (look is None or look >= int(spec["from_look"]))
 
 
+@functools.cache
+def _seed(results: Path, rid: str) -> int:
+    """One run's seed from its record (cached: a run id names one config, and the planner asks once per look)."""
+    found = sorted(results.glob(f"runs/*/*/{rid}/config.yaml"))
+    if not found:
+        raise FileNotFoundError(f"run {rid}: no record under {results / 'runs'} to read its seed from")
+    return int(OmegaConf.load(found[0])["seed"])
+
+
 def run_seeds(results: Path, run_ids: list[str]) -> dict[str, int]:
     """``{run id: seed}`` from the runs' records under ``results/runs``; a run without a record raises
     FileNotFoundError naming it (its seed cannot be guessed)."""
-    out = {}
-    for rid in run_ids:
-        found = sorted(Path(results).glob(f"runs/*/*/{rid}/config.yaml"))
-        if not found:
-            raise FileNotFoundError(f"run {rid}: no record under {Path(results) / 'runs'} to read its seed from")
-        out[rid] = int(OmegaConf.load(found[0])["seed"])
-    return out
+    return {rid: _seed(Path(results), rid) for rid in run_ids}
 
 
 def by_seed(cell: CellStats, seeds: dict[str, int]) -> CellStats:
